@@ -1,0 +1,35 @@
+"""Errors raised by the packager. Each carries a code, the path and the cause.
+
+They share :class:`triton_backend_runtime.errors.TrustError` with the runtime, so one
+``except`` clause in the CLI turns any of them into one readable line and an exit code.
+"""
+
+from __future__ import annotations
+
+from triton_backend_runtime.errors import ManifestError, TrustError
+
+__all__ = ["ConfigError", "ElfError", "InputError", "ManifestError", "TrustError", "WheelError"]
+
+
+class ElfError(TrustError):
+    """A file that is not a supported ELF file: not ELF, truncated, 32-bit, foreign..."""
+
+    code_prefix = "elf"
+
+
+class InputError(TrustError):
+    """A path given on the command line that cannot be used."""
+
+    code_prefix = "input"
+
+
+class WheelError(TrustError):
+    """A wheel that cannot be read or written: bad zip, bad RECORD, unsafe member..."""
+
+    code_prefix = "wheel"
+
+
+class ConfigError(TrustError):
+    """Bad ``[tool.backend-packager]`` configuration."""
+
+    code_prefix = "config"

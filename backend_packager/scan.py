@@ -1,0 +1,116 @@
+"""``backend-packager scan``: artifact records for .so files, directories and wheels.
+
+Inputs are read where they lie: a wheel's members are streamed out of the zip (never
+extracted to disk as a tree), a directory is walked in sorted order. One bad file never
+stops the others; every problem is collected as a :class:`TrustError` naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triton_backend_runtime.manifest import Artifact
+
+from .artifacts import ArtifactSink, artifact_from_file, read_into
+from .elf import ELF_MAGIC
+from .errors import InputError, TrustError, WheelError
+
+#: Names that must be ELF when present: libfoo.so, libfoo.so.1, libMLIR.so.24.0git.
+SHARED_LIBRARY = re.compile(r"\.so(\.[0-9A-Za-z_]+)*$")
+
+
+@dataclass
+class ScanResult:
+    artifacts: list[Artifact] = field(default_factory=list)
+    errors: list[TrustError] = field(default_factory=list)
+
+
+Progress = Callable[[str], None]
+
+
+def scan_paths(paths: list[Path], progress: Progress | None = None) -> ScanResult:
+    """Scan every input; collect records and errors, in input order."""
+    result = ScanResult()
+    for path in paths:
+        try:
+            for item in _scan_one(path, progress):
+                if isinstance(item, TrustError):
+                    result.errors.append(item)
+                else:
+                    result.artifacts.append(item)
+        except TrustError as exc:
+            result.errors.append(exc)
+    return result
+
+
+def _scan_one(path: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+    if not path.exists():
+        raise InputError("missing", str(path), "no such file or directory")
+    if path.is_dir():
+        yield from _scan_directory(path, progress)
+    elif path.suffix == ".whl":
+        yield from _scan_wheel(path, progress)
+    else:
+        yield _guard(lambda: artifact_from_file(path, path.name, require_elf=True))
+
+
+def _guard(make: Callable[[], Artifact]) -> Artifact | TrustError:
+    try:
+        return make()
+    except TrustError as exc:
+        return exc
+
+
+def _scan_directory(root: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        named_so = bool(SHARED_LIBRARY.search(file.name))
+        if not named_so and not _starts_with_magic(file):
+            continue
+        if progress:
+            progress(str(file))
+        try:
+            yield artifact_from_file(file, file.relative_to(root).as_posix(), require_elf=named_so)
+        except TrustError as exc:
+            yield exc
+
+
+def _starts_with_magic(file: Path) -> bool:
+    with file.open("rb") as stream:
+        return stream.read(4) == ELF_MAGIC
+
+
+def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise WheelError("not-zip", str(wheel), f"not a readable wheel (zip): {exc}") from None
+    with archive:
+        for info in sorted(archive.infolist(), key=lambda i: i.filename):
+            if info.is_dir():
+                continue
+            yield from _scan_member(archive, info, f"{wheel}!{info.filename}", progress)
+
+
+def _scan_member(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
+) -> Iterator[Artifact | TrustError]:
+    named_so = bool(SHARED_LIBRARY.search(info.filename))
+    try:
+        with archive.open(info) as stream:
+            head = stream.read(4)
+            if head != ELF_MAGIC and not named_so:
+                return
+            if progress:
+                progress(display)
+            sink = ArtifactSink(info.filename, display)
+            sink.update(head)
+            read_into(sink, stream)  # type: ignore[arg-type]
+        yield sink.finish(require_elf=named_so)
+    except TrustError as exc:
+        yield exc
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        yield WheelError("member", display, f"cannot read member: {exc}")

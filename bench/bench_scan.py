@@ -1,0 +1,85 @@
+"""Scan libtriton.so (triton 3.9.0) against two references measured in the same run.
+
+References:
+- ``nm -D --defined-only`` on the same file, its output read through a pipe;
+- iterating the same file's .dynsym through pyelftools' symbol objects.
+
+Prints ratios (ours / reference); lower is better. Targets: <= 1.0 against nm,
+>= 20x faster than pyelftools. Run: ``python bench/bench_scan.py [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _wheels import fetch_wheel  # noqa: E402
+
+from backend_packager.elf import scan_elf  # noqa: E402
+
+MEMBER = "triton/_C/libtriton.so"
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    """Median of ``repeat`` runs, after one warm-up (page cache, imports)."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    wheel = fetch_wheel("triton==3.9.0")
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(wheel) as archive:
+            lib = Path(archive.extract(MEMBER, tmp))
+
+        def ours() -> int:
+            with lib.open("rb") as stream:
+                return scan_elf(stream, str(lib)).exports.count
+
+        def nm() -> int:
+            out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, check=True).stdout
+            return out.count(b"\n")
+
+        def pyelftools() -> int:
+            # The same output as ours: sorted names of defined non-local symbols.
+            from elftools.elf.elffile import ELFFile
+
+            with lib.open("rb") as stream:
+                dynsym = ELFFile(stream).get_section_by_name(".dynsym")
+                names = sorted(
+                    s.name
+                    for s in dynsym.iter_symbols()
+                    if s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["bind"] != "STB_LOCAL"
+                )
+                return len(names)
+
+        counts = f"ours={ours()} nm={nm()} pyelftools={pyelftools()}"
+        print(f"libtriton.so: {lib.stat().st_size / 1e6:.0f} MB; exports {counts}")
+        t_ours = timed(ours, args.repeat)
+        t_nm = timed(nm, args.repeat)
+        t_elftools = timed(pyelftools, 1)
+    print(f"scan_elf                 {t_ours * 1000:8.1f} ms")
+    print(f"nm -D --defined-only     {t_nm * 1000:8.1f} ms   ratio ours/nm = {t_ours / t_nm:.2f}  (target <= 1.0)")
+    speedup = t_elftools / t_ours
+    print(f"pyelftools iter_symbols  {t_elftools * 1000:8.1f} ms   speed-up = {speedup:.1f}x  (target >= 20x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Exception classes shared by the runtime and the packager.
+
+Every error carries a short machine-readable ``code``, the ``path`` it is about (a file,
+a wheel member, or a location inside a manifest such as ``$.artifacts[3].sha256``) and a
+human ``detail``. ``str(err)`` is one readable line: ``path: detail``. Command-line tools
+print that line and map the class to an exit code; they never show a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class TrustError(Exception):
+    """Base class: an error about a specific file or manifest location."""
+
+    code_prefix = "error"
+
+    def __init__(self, code: str, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.code = f"{self.code_prefix}.{code}"
+        self.path = path
+        self.detail = detail
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "path": self.path, "message": self.detail}
+
+
+class ManifestError(TrustError):
+    """A manifest that cannot be accepted: bad JSON, wrong types, wrong version, too big."""
+
+    code_prefix = "manifest"

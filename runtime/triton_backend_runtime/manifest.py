@@ -1,0 +1,241 @@
+"""The backend manifest: one definition, used by the packager and the runtime alike.
+
+A manifest describes one wheel: who it is (name, version, wheel tags), what it provides
+(Triton backends and plugin libraries), what it needs (Triton version, Python, the backend
+protocol), and every native artifact it ships with the facts read from its ELF file.
+
+Versioning: ``schema_version`` is ``"MAJOR.MINOR"``. A reader accepts every minor of its
+own major and ignores fields it does not know; a manifest with another major is refused
+with :class:`~triton_backend_runtime.errors.ManifestError` (code ``manifest.version``).
+Manifests larger than :data:`MAX_MANIFEST_BYTES` are refused before they are parsed.
+
+Symbol lists: a library's imports are always listed in full (they are what breaks when
+Triton changes). Its exports are listed in full up to :data:`EXPORT_LIST_LIMIT`; above
+that, :class:`ExportTable` keeps the count, a digest of the sorted names, and only the
+exports that matter for compatibility (plugin API symbols and ``PyInit_*``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from . import schema
+from .errors import ManifestError
+
+SCHEMA_MAJOR = 1
+SCHEMA_MINOR = 0
+SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
+SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
+#: Manifests bigger than this are refused unread (a defence against endless data).
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+#: Above this many exports, a library's export list is summarised (see ExportTable).
+EXPORT_LIST_LIMIT = 4096
+#: The file name of the manifest, a top-level file in ``.dist-info/``.
+MANIFEST_FILENAME = "triton_backend.json"
+
+#: Plugin API v2: one entry point returning a struct of everything the plugin provides.
+PLUGIN_V2_SYMBOL = "tritonGetPluginInfo"
+#: Plugin API v1: the older set of enumeration / registration entry points.
+PLUGIN_V1_SYMBOLS = (
+    "tritonEnumeratePluginPasses",
+    "tritonAddPluginPass",
+    "tritonRegisterPluginPass",
+    "tritonEnumeratePluginDialects",
+    "tritonGetDialectPluginInfo",
+    "tritonEnumeratePluginCustomOps",
+    "tritonAddPluginCustomOp",
+)
+
+
+@dataclass
+class Symbol:
+    """A symbol a library defines (an export)."""
+
+    name: str
+    type: Annotated[str, "STT_* without the prefix: FUNC, OBJECT, TLS, IFUNC, NOTYPE..."]
+    binding: Annotated[str, "GLOBAL, WEAK or UNIQUE (GNU_UNIQUE)"]
+    version: Annotated[str | None, "The version it is defined with (.gnu.version_d), if any"]
+
+
+@dataclass
+class Import:
+    """A symbol a library needs from elsewhere (undefined in .dynsym)."""
+
+    name: str
+    weak: Annotated[bool, "A weak reference may stay unresolved; a strong one may not"]
+    version: Annotated[str | None, "Required symbol version, e.g. GLIBC_2.14"]
+    library: Annotated[str | None, "Library the version requirement names, e.g. libc.so.6"]
+
+
+@dataclass
+class ExportTable:
+    """A library's exports: complete up to EXPORT_LIST_LIMIT, else summarised.
+
+    ``digest`` is the sha256 of the sorted raw names joined with ``\\n``, so two libraries
+    with the same export set have the same digest whether or not the list is complete.
+    """
+
+    count: int
+    digest: str
+    complete: Annotated[bool, "True when `symbols` lists every export"]
+    symbols: Annotated[list[Symbol], "All exports, or only the significant ones when incomplete"]
+
+
+@dataclass
+class VersionNeed:
+    """Versions required from one library (.gnu.version_r)."""
+
+    library: str
+    versions: list[str]
+
+
+@dataclass
+class PluginApi:
+    """The Triton plugin entry points a library exports."""
+
+    api: Literal["v1", "v2"]
+    symbols: list[str]
+
+
+@dataclass
+class ElfInfo:
+    """Facts read from a shared library or executable (ELF64, little-endian)."""
+
+    machine: Annotated[str, "x86_64 or aarch64"]
+    elf_class: Annotated[str, "ELF64"]
+    endianness: Annotated[str, "little"]
+    osabi: Annotated[str, "SYSV or GNU"]
+    file_type: Annotated[str, "DYN (shared object / PIE) or EXEC"]
+    soname: str | None
+    needed: list[str]
+    rpath: list[str]
+    runpath: list[str]
+    build_id: str | None
+    compiler: Annotated[list[str], "Entries of the .comment section, e.g. 'GCC: (...) 12.2.0'"]
+    exports: ExportTable
+    imports: list[Import]
+    version_needs: list[VersionNeed]
+    glibc: Annotated[str | None, "Highest GLIBC_x.y version required"]
+    manylinux: Annotated[str, "The manylinux tag the glibc requirement implies"]
+    python_extension: Annotated[list[str], "Module names of PyInit_* exports"]
+    plugin: PluginApi | None
+
+
+@dataclass
+class Artifact:
+    """One file in the wheel that the manifest vouches for."""
+
+    path: Annotated[str, "Path inside the wheel, '/'-separated"]
+    sha256: Annotated[str, "Hex sha256 of the file's bytes"]
+    size: int
+    elf: ElfInfo | None = None
+
+
+@dataclass
+class Backend:
+    """A Triton backend the wheel provides (one `triton.backends` entry point)."""
+
+    name: Annotated[str, "Entry-point name, e.g. 'nvidia'"]
+    package: Annotated[str, "Package holding compiler.py and driver.py"]
+    compiler: Annotated[str | None, "module:Class of the BaseBackend subclass, where known"]
+    driver: Annotated[str | None, "module:Class of the DriverBase subclass, where known"]
+    targets: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plugin:
+    """A Triton plugin library (passes, dialects, ops) the wheel ships."""
+
+    path: str
+    api: Literal["v1", "v2"]
+    name: str | None = None
+
+
+@dataclass
+class Requirements:
+    """What the wheel needs at load time."""
+
+    triton: Annotated[str, "PEP 440 specifier the installed Triton must satisfy ('' for any)"]
+    python: str | None = None
+
+
+@dataclass
+class Build:
+    """How the wheel was produced."""
+
+    tool: str
+    tool_version: str
+    compiler: list[str] = field(default_factory=list)
+    source_date_epoch: int | None = None
+
+
+@dataclass
+class Provenance:
+    """Whether the manifest was written at build time or added to a legacy wheel."""
+
+    kind: Literal["build", "migrate"]
+    source: Annotated[str | None, "For 'migrate': the legacy wheel's file name"]
+    source_sha256: str | None = None
+
+
+@dataclass
+class Manifest:
+    """The signed description of one backend wheel."""
+
+    schema_version: str
+    name: str
+    version: str
+    tags: Annotated[list[str], "Wheel tags, e.g. cp311-cp311-manylinux_2_27_x86_64"]
+    protocol_version: Annotated[str, "Backend protocol version, 'MAJOR.MINOR'"]
+    requirements: Requirements
+    backends: list[Backend]
+    plugins: list[Plugin]
+    artifacts: list[Artifact]
+    build: Build
+    provenance: Provenance
+
+
+def to_json(manifest: Manifest) -> bytes:
+    """Deterministic serialisation: sorted keys, fixed separators, UTF-8, final newline."""
+    text = json.dumps(schema.encode(manifest), sort_keys=True, indent=1, ensure_ascii=False)
+    return text.encode("utf-8") + b"\n"
+
+
+def from_json(data: bytes, where: str = "manifest") -> Manifest:
+    """Parse and check a manifest; the size cap is applied before anything is parsed."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            "too-large", where, f"manifest is {len(data)} bytes; the limit is {MAX_MANIFEST_BYTES}"
+        )
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError("json", where, f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ManifestError("schema", where, "a manifest must be a JSON object")
+    check_version(value.get("schema_version"), where)
+    try:
+        return schema.decode(Manifest, value)
+    except ManifestError as exc:
+        raise ManifestError("schema", where, f"{exc.path}: {exc.detail}") from None
+
+
+def check_version(found: object, where: str) -> None:
+    """Accept any MINOR of SCHEMA_MAJOR; refuse the rest, saying what was found."""
+    supported = f"this reader supports {SCHEMA_MAJOR}.x"
+    if not isinstance(found, str) or not _is_major_minor(found):
+        raise ManifestError("version", where, f"schema_version {found!r} is not 'MAJOR.MINOR'; {supported}")
+    if int(found.split(".")[0]) != SCHEMA_MAJOR:
+        raise ManifestError("version", where, f"manifest schema {found} found; {supported}")
+
+
+def _is_major_minor(text: str) -> bool:
+    parts = text.split(".")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`Manifest`, generated from the dataclasses above."""
+    return schema.json_schema(Manifest, schema_id=SCHEMA_URI, title=f"Triton backend manifest {SCHEMA_VERSION}")

@@ -1,0 +1,84 @@
+"""Shared fixtures: ELF files compiled from tests/csrc with gcc, real wheels from the index."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = Path(__file__).resolve().parent / "csrc"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _wheels import fetch_wheel  # noqa: E402
+
+
+@dataclass
+class ElfFixtures:
+    dir: Path
+    exports: Path
+    plugin_v2: Path
+    plugin_v1: Path
+    pyext: Path
+    runpath: Path
+    rpath: Path
+    versioned: Path
+    truncated: Path
+    not_elf: Path
+
+
+def gcc(out: Path, *args: str) -> Path:
+    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wl,--build-id", "-o", str(out), *args]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
+    d = tmp_path_factory.mktemp("elf")
+    exports = gcc(d / "libexports.so", str(CSRC / "exports.c"), "-lm", "-lpthread")
+    plugin_v2 = gcc(d / "libdemo_plugin.so", str(CSRC / "plugin_v2.c"))
+    plugin_v1 = gcc(d / "libold_plugin.so", str(CSRC / "plugin_v1.c"))
+    include = sysconfig.get_paths()["include"]
+    pyext = gcc(d / "fastmod.cpython-ext.so", str(CSRC / "pyext.c"), f"-I{include}")
+    runpath = gcc(
+        d / "librunpath.so.1", str(CSRC / "runpath.c"), f"-L{d}", "-lexports",
+        "-Wl,-soname,librunpath.so.1", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib:/opt/demo/lib",
+    )
+    rpath = gcc(
+        d / "librpath.so", str(CSRC / "runpath.c"), f"-L{d}", "-lexports",
+        "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN",
+    )
+    versioned = gcc(
+        d / "libversioned.so", str(CSRC / "versioned.c"), f"-Wl,--version-script={CSRC / 'versioned.map'}"
+    )
+    truncated = d / "libtruncated.so"
+    truncated.write_bytes(exports.read_bytes()[: exports.stat().st_size // 2])
+    not_elf = d / "libnotelf.so"
+    not_elf.write_text("this is a text file, not a shared library\n")
+    return ElfFixtures(d, exports, plugin_v2, plugin_v1, pyext, runpath, rpath, versioned, truncated, not_elf)
+
+
+def patched_copy(src: Path, dst: Path, offset: int, value: bytes) -> Path:
+    """A copy of ``src`` with ``value`` written at ``offset``: 32-bit, big-endian, foreign files."""
+    shutil.copyfile(src, dst)
+    with dst.open("r+b") as stream:
+        stream.seek(offset)
+        stream.write(value)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def triton_wheel() -> Path:
+    return fetch_wheel("triton==3.9.0")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the installed console script, as a user would."""
+    exe = Path(sys.executable).parent / "backend-packager"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True)

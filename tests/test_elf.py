@@ -1,0 +1,173 @@
+"""The scanner's facts, each checked against what readelf / nm report for the same file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import binutils
+import pytest
+from conftest import ElfFixtures, patched_copy
+from triton_backend_runtime.manifest import EXPORT_LIST_LIMIT, ElfInfo
+
+from backend_packager.artifacts import artifact_from_file
+from backend_packager.elf import scan_elf
+from backend_packager.errors import ElfError
+
+
+def scan(path: Path) -> ElfInfo:
+    with path.open("rb") as stream:
+        return scan_elf(stream, str(path))
+
+
+ALL = ["exports", "plugin_v2", "plugin_v1", "pyext", "runpath", "rpath", "versioned"]
+
+
+@pytest.mark.parametrize("which", ALL)
+def test_exports_match_readelf(elf_files: ElfFixtures, which: str) -> None:
+    path = getattr(elf_files, which)
+    info = scan(path)
+    expected = binutils.exports(path)
+    assert info.exports.complete
+    assert {s.name: (s.type, s.binding) for s in info.exports.symbols} == expected
+    assert info.exports.count == len(binutils.nm_defined(path))
+
+
+@pytest.mark.parametrize("which", ALL)
+def test_imports_match_nm(elf_files: ElfFixtures, which: str) -> None:
+    path = getattr(elf_files, which)
+    info = scan(path)
+    assert {i.name: i.weak for i in info.imports} == binutils.nm_undefined(path)
+    versions = {i.name: i.version for i in info.imports if i.version}
+    assert versions == binutils.nm_import_versions(path)
+
+
+@pytest.mark.parametrize("which", ALL)
+def test_dynamic_section_matches_readelf(elf_files: ElfFixtures, which: str) -> None:
+    path = getattr(elf_files, which)
+    info = scan(path)
+    dyn = binutils.dynamic(path)
+    assert info.needed == dyn.get("NEEDED", [])
+    assert info.soname == (dyn["SONAME"][0] if "SONAME" in dyn else None)
+    assert info.rpath == [p for v in dyn.get("RPATH", []) for p in v.split(":")]
+    assert info.runpath == [p for v in dyn.get("RUNPATH", []) for p in v.split(":")]
+    assert info.build_id == binutils.build_id(path)
+    assert info.compiler == binutils.comment(path)
+    assert info.machine == "x86_64" if "X86-64" in binutils.machine(path) else info.machine == "aarch64"
+
+
+def test_version_needs_and_glibc(elf_files: ElfFixtures) -> None:
+    info = scan(elf_files.exports)
+    needs = binutils.version_needs(elf_files.exports)
+    assert {n.library: set(n.versions) for n in info.version_needs} == needs
+    glibc = max(
+        (tuple(int(p) for p in v.removeprefix("GLIBC_").split(".")) for vs in needs.values() for v in vs
+         if v.startswith("GLIBC_2")),
+    )
+    assert info.glibc == ".".join(map(str, glibc))
+    assert info.manylinux == f"manylinux_{glibc[0]}_{glibc[1]}_{info.machine}"
+    by_name = {i.name: i for i in info.imports}
+    assert by_name["sqrt"].library == "libm.so.6"
+    assert by_name["memcpy"].library == "libc.so.6"
+    assert by_name["optional_hook"].weak and by_name["optional_hook"].version is None
+
+
+def test_runpath_and_soname(elf_files: ElfFixtures) -> None:
+    info = scan(elf_files.runpath)
+    assert info.soname == "librunpath.so.1"
+    assert info.runpath == ["$ORIGIN/../lib", "/opt/demo/lib"]
+    assert info.rpath == []
+    assert "libexports.so" in info.needed
+    assert scan(elf_files.rpath).rpath == ["$ORIGIN"]
+    by_name = {i.name: i for i in info.imports}
+    assert not by_name["exported_function"].weak and by_name["exported_function"].version is None
+
+
+def test_hidden_and_static_symbols_are_not_exports(elf_files: ElfFixtures) -> None:
+    names = {s.name for s in scan(elf_files.exports).exports.symbols}
+    assert {"exported_function", "weak_function", "exported_counter", "exported_tls"} <= names
+    assert "hidden_helper" not in names and "hidden_global" not in names
+    tls = next(s for s in scan(elf_files.exports).exports.symbols if s.name == "exported_tls")
+    assert tls.type == "TLS"
+
+
+def test_plugin_v2(elf_files: ElfFixtures) -> None:
+    info = scan(elf_files.plugin_v2)
+    assert info.plugin is not None and info.plugin.api == "v2"
+    assert info.plugin.symbols == ["tritonGetPluginInfo"]
+    assert "tritonDemoRegisterPass" in {i.name for i in info.imports}
+
+
+def test_plugin_v1(elf_files: ElfFixtures) -> None:
+    info = scan(elf_files.plugin_v1)
+    assert info.plugin is not None and info.plugin.api == "v1"
+    assert info.plugin.symbols == ["tritonEnumeratePluginPasses", "tritonAddPluginPass", "tritonRegisterPluginPass"]
+    assert scan(elf_files.exports).plugin is None
+
+
+def test_python_extension(elf_files: ElfFixtures) -> None:
+    assert scan(elf_files.pyext).python_extension == ["fastmod"]
+    assert scan(elf_files.exports).python_extension == []
+
+
+def test_versioned_exports(elf_files: ElfFixtures) -> None:
+    symbols = {s.name: s.version for s in scan(elf_files.versioned).exports.symbols}
+    assert symbols["api_v1"] == "DEMO_1.0"
+    assert symbols["api_v2"] == "DEMO_2.0"
+
+
+def test_artifact_hash_and_size(elf_files: ElfFixtures) -> None:
+    import hashlib
+
+    record = artifact_from_file(elf_files.exports, "lib/libexports.so")
+    data = elf_files.exports.read_bytes()
+    assert record.sha256 == hashlib.sha256(data).hexdigest()
+    assert record.size == len(data)
+    assert record.path == "lib/libexports.so"
+
+
+def test_large_export_table_is_summarised(tmp_path: Path) -> None:
+    count = EXPORT_LIST_LIMIT + 10
+    src = tmp_path / "many.c"
+    src.write_text("".join(f"int sym_{i}(void) {{ return {i}; }}\n" for i in range(count))
+                   + "void *PyInit_many(void) { return 0; }\n")
+    from conftest import gcc
+
+    lib = gcc(tmp_path / "libmany.so", str(src))
+    info = scan(lib)
+    assert info.exports.count == len(binutils.nm_defined(lib))
+    assert not info.exports.complete
+    assert [s.name for s in info.exports.symbols] == ["PyInit_many"]
+    # The digest does not depend on whether the list was kept: same rule as a small lib.
+    import hashlib
+
+    names = sorted(binutils.nm_defined(lib))
+    assert info.exports.digest == hashlib.sha256("\n".join(names).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("offset", "value", "code", "words"),
+    [
+        (4, b"\x01", "elf.32-bit", "32-bit"),
+        (5, b"\x02", "elf.big-endian", "big-endian"),
+        (18, (40).to_bytes(2, "little"), "elf.architecture", "foreign architecture ARM"),
+        (18, (243).to_bytes(2, "little"), "elf.architecture", "foreign architecture RISC-V"),
+    ],
+)
+def test_unsupported_files(elf_files: ElfFixtures, tmp_path: Path, offset: int, value: bytes, code: str,
+                           words: str) -> None:
+    bad = patched_copy(elf_files.exports, tmp_path / "libbad.so", offset, value)
+    with pytest.raises(ElfError) as err:
+        scan(bad)
+    assert err.value.code == code
+    assert words in str(err.value)
+    assert str(bad) in str(err.value)
+
+
+def test_truncated_and_not_elf(elf_files: ElfFixtures) -> None:
+    with pytest.raises(ElfError) as err:
+        scan(elf_files.truncated)
+    assert err.value.code in ("elf.truncated", "elf.corrupt")
+    assert "truncated" in str(err.value)
+    with pytest.raises(ElfError) as err:
+        scan(elf_files.not_elf)
+    assert err.value.code == "elf.not-elf"
