@@ -89,6 +89,28 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_keygen(args: argparse.Namespace) -> int:
+    import os
+
+    from . import signing
+
+    private = args.output
+    public = private.with_suffix(".pub")
+    for path in (private, public):
+        if path.exists() and not args.force:
+            print(f"backend-packager: error: {path}: exists (use --force to replace it)", file=sys.stderr)
+            return EXIT_USAGE
+    passphrase = os.environ.get(signing.PASSPHRASE_ENV)
+    key = signing.generate(private, public, args.comment, passphrase.encode() if passphrase else None)
+    if args.json:
+        print(json.dumps({"private": str(private), "public": str(public), "keyid": key.keyid, "line": key.line()}))
+    else:
+        print(f"private key: {private}{' (encrypted)' if passphrase else ''}")
+        print(f"public key:  {public}")
+        print(f"keyid:       {key.keyid}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-packager",
@@ -107,6 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("paths", nargs="+", type=Path, metavar="PATH", help=".so file, directory or .whl")
     scan.add_argument("--json", action="store_true", help="print artifact records as the manifest holds them")
     scan.set_defaults(func=cmd_scan)
+
+    keygen = sub.add_parser(
+        "keygen",
+        help="create an Ed25519 signing key pair",
+        description="Write an Ed25519 private key (PKCS#8 PEM, mode 0600) and, beside it with the "
+        "suffix .pub, the one-line public key the runtime's trust store reads. The private key is "
+        "encrypted when the environment variable BACKEND_PACKAGER_KEY_PASSPHRASE is set.",
+    )
+    keygen.add_argument("-o", "--output", type=Path, default=Path("backend-signing-key.pem"),
+                        help="private key path (default: %(default)s)")
+    keygen.add_argument("--comment", default="", help="comment stored in the public key line")
+    keygen.add_argument("--force", action="store_true", help="replace existing key files")
+    keygen.add_argument("--json", action="store_true", help="print the result as JSON")
+    keygen.set_defaults(func=cmd_keygen)
 
     sch = sub.add_parser("schema", help="print the manifest's JSON Schema", description="Print the JSON "
                          "Schema of the manifest, generated from the runtime's definition.")

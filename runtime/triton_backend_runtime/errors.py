@@ -28,3 +28,15 @@ class ManifestError(TrustError):
     """A manifest that cannot be accepted: bad JSON, wrong types, wrong version, too big."""
 
     code_prefix = "manifest"
+
+
+class SignatureError(TrustError):
+    """A manifest whose signature is missing, malformed, untrusted or wrong."""
+
+    code_prefix = "signature"
+
+
+class TrustStoreError(TrustError):
+    """A key file or trust configuration that cannot be read."""
+
+    code_prefix = "trust"

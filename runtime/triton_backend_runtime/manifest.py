@@ -32,8 +32,9 @@ SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 #: Above this many exports, a library's export list is summarised (see ExportTable).
 EXPORT_LIST_LIMIT = 4096
-#: The file name of the manifest, a top-level file in ``.dist-info/``.
-MANIFEST_FILENAME = "triton_backend.json"
+#: The signed manifest's file name: a DSSE envelope, a top-level file in ``.dist-info/``
+#: (subdirectories there are reserved; RECORD.jws / RECORD.p7s are withdrawn names).
+MANIFEST_FILENAME = "triton_backend.dsse.json"
 
 #: Plugin API v2: one entry point returning a struct of everything the plugin provides.
 PLUGIN_V2_SYMBOL = "tritonGetPluginInfo"
@@ -213,6 +214,11 @@ def from_json(data: bytes, where: str = "manifest") -> Manifest:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError("json", where, f"not valid JSON: {exc}") from None
+    return from_value(value, where)
+
+
+def from_value(value: object, where: str = "manifest") -> Manifest:
+    """Check and build a manifest from an already-decoded JSON value."""
     if not isinstance(value, dict):
         raise ManifestError("schema", where, "a manifest must be a JSON object")
     check_version(value.get("schema_version"), where)

@@ -1,0 +1,86 @@
+"""Ed25519 signing keys and DSSE signing of manifests (build side).
+
+``keygen`` writes the private key as PKCS#8 PEM (encrypted when a passphrase is given, read
+from an environment variable, never from the command line) and the public key as the one
+line the runtime's trust store reads (see :mod:`triton_backend_runtime.trust`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_backend_runtime import dsse
+from triton_backend_runtime.manifest import Manifest
+from triton_backend_runtime.statement import statement_bytes
+from triton_backend_runtime.trust import PublicKey, keyid_of
+
+from .errors import ConfigError
+from .fsutil import atomic_write
+
+#: Environment variable holding the passphrase of an encrypted private key.
+PASSPHRASE_ENV = "BACKEND_PACKAGER_KEY_PASSPHRASE"
+#: Environment variable naming the signing key file when the configuration names none.
+SIGNING_KEY_ENV = "BACKEND_PACKAGER_SIGNING_KEY"
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    private: Any  # cryptography's Ed25519PrivateKey
+    public: PublicKey
+
+
+def _public_of(private: Any, comment: str, source: str) -> PublicKey:
+    from cryptography.hazmat.primitives import serialization
+
+    raw = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return PublicKey(keyid_of(raw), raw, comment, source)
+
+
+def generate(private_path: Path, public_path: Path, comment: str, passphrase: bytes | None) -> PublicKey:
+    """Write a new key pair; the private file is created with mode 0600."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    encryption: Any = (
+        serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption()
+    )
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    public = _public_of(private, comment, str(public_path))
+    atomic_write(private_path, pem, mode=0o600)
+    atomic_write(public_path, (public.line() + "\n").encode("ascii"))
+    return public
+
+
+def load(path: Path) -> SigningKey:
+    """Read a PEM private key; its passphrase, if any, comes from PASSPHRASE_ENV."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError("key", str(path), f"cannot read signing key: {exc.strerror}") from None
+    passphrase = os.environ.get(PASSPHRASE_ENV)
+    try:
+        private = serialization.load_pem_private_key(data, passphrase.encode() if passphrase else None)
+    except TypeError:
+        raise ConfigError("key", str(path), f"the key is encrypted: set {PASSPHRASE_ENV}") from None
+    except ValueError as exc:
+        raise ConfigError("key", str(path), f"not a usable PEM private key ({exc})") from None
+    if not isinstance(private, Ed25519PrivateKey):
+        raise ConfigError("key", str(path), f"expected an Ed25519 key, found {type(private).__name__}")
+    return SigningKey(private, _public_of(private, "", str(path)))
+
+
+def seal(manifest: Manifest, key: SigningKey | None) -> bytes:
+    """The envelope file for ``manifest``: signed by ``key``, or hash-only without one."""
+    body = statement_bytes(manifest)
+    signatures: tuple[dsse.Signature, ...] = ()
+    if key is not None:
+        sig = key.private.sign(dsse.pae(dsse.PAYLOAD_TYPE, body))
+        signatures = (dsse.Signature(key.public.keyid, sig),)
+    return dsse.encode(dsse.Envelope(body, dsse.PAYLOAD_TYPE, signatures))

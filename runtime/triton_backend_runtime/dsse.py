@@ -1,0 +1,113 @@
+"""DSSE envelopes (Dead Simple Signing Envelope, v1) carrying the signed manifest.
+
+Envelope: ``{"payload": <base64>, "payloadType": <str>, "signatures": [{"keyid", "sig"}]}``.
+A signature covers the pre-authentication encoding (PAE) of the type and the payload::
+
+    PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body
+
+with lengths in bytes as ASCII decimal. :func:`verify` checks signatures before anything
+looks inside the payload and returns only the verified bytes, which are all a caller may
+parse. An envelope with no signatures is a *hash-only* manifest: :func:`unverified_payload`
+reads it for reports, and verification refuses it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+
+from .errors import SignatureError
+from .trust import TrustStore
+
+#: Our own versioned media type; not in-toto's, so no other tool mistakes it for theirs.
+PAYLOAD_TYPE = "application/vnd.triton-backend.statement.v1+json"
+#: Envelopes bigger than this are refused unread (endless-data defence).
+MAX_ENVELOPE_BYTES = 24 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Signature:
+    keyid: str
+    sig: bytes
+
+
+@dataclass(frozen=True)
+class Envelope:
+    payload: bytes
+    payload_type: str
+    signatures: tuple[Signature, ...]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """Payload bytes whose signatures were checked, and the keys that signed them."""
+
+    payload: bytes
+    keyids: tuple[str, ...]
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(body), body)
+
+
+def encode(envelope: Envelope) -> bytes:
+    doc = {
+        "payload": base64.b64encode(envelope.payload).decode("ascii"),
+        "payloadType": envelope.payload_type,
+        "signatures": [
+            {"keyid": s.keyid, "sig": base64.b64encode(s.sig).decode("ascii")} for s in envelope.signatures
+        ],
+    }
+    return json.dumps(doc, sort_keys=True, indent=1).encode("ascii") + b"\n"
+
+
+def decode(data: bytes, where: str) -> Envelope:
+    """Parse the envelope's outer JSON (not the payload). Size is capped first."""
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise SignatureError("too-large", where, f"envelope is {len(data)} bytes; the limit is {MAX_ENVELOPE_BYTES}")
+    try:
+        doc = json.loads(data)
+        payload = base64.b64decode(doc["payload"], validate=True)
+        kind = doc["payloadType"]
+        sigs = tuple(Signature(str(s["keyid"]), base64.b64decode(s["sig"], validate=True)) for s in doc["signatures"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise SignatureError("malformed", where, f"not a DSSE envelope: {exc!r}") from None
+    if not isinstance(kind, str):
+        raise SignatureError("malformed", where, "payloadType must be a string")
+    return Envelope(payload, kind, sigs)
+
+
+def verify(envelope: Envelope, trust: TrustStore, where: str) -> Verified:
+    """Check the envelope against the trust store; return the payload only if it holds.
+
+    Passes when at least ``trust.threshold`` distinct trusted, non-revoked keys signed it.
+    """
+    if envelope.payload_type != PAYLOAD_TYPE:
+        raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    if not envelope.signatures:
+        raise SignatureError("unsigned", where, "the manifest is not signed (hash-only)")
+    message = pae(envelope.payload_type, envelope.payload)
+    good: list[str] = []
+    problems: list[str] = []
+    for signature in envelope.signatures:
+        problem = trust.check(signature.keyid, signature.sig, message)
+        if problem is None:
+            if signature.keyid not in good:
+                good.append(signature.keyid)
+        else:
+            problems.append(problem)
+    if len(good) < trust.threshold:
+        detail = "; ".join(problems) or "no valid signature"
+        raise SignatureError(
+            "signature", where, f"{len(good)} of {trust.threshold} required signatures valid: {detail}"
+        )
+    return Verified(envelope.payload, tuple(good))
+
+
+def unverified_payload(envelope: Envelope) -> bytes:
+    """The payload without any check: for reports and hash-only manifests, never for trust."""
+    return envelope.payload

@@ -1,0 +1,59 @@
+"""The signed payload: an in-toto Statement v1 whose predicate is the manifest.
+
+``subject`` lists every artifact with its sha256, so one signature covers all artifact
+hashes together (no mix-and-match of libraries from different builds);
+``predicateType`` is the manifest schema URI; ``predicate`` is the manifest itself.
+:func:`manifest_from_statement` checks that the subjects and the manifest's artifacts
+agree, so neither can be edited without the other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import manifest as m
+from . import schema
+from .errors import ManifestError
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+
+
+def statement_bytes(manifest: m.Manifest) -> bytes:
+    """Deterministic statement bytes: the exact payload that gets signed."""
+    doc = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": a.path, "digest": {"sha256": a.sha256}} for a in manifest.artifacts],
+        "predicateType": m.SCHEMA_URI,
+        "predicate": schema.encode(manifest),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
+    """Parse a (verified) statement; size cap, version check and subject check included."""
+    if len(body) > m.MAX_MANIFEST_BYTES:
+        raise ManifestError("too-large", where, f"statement is {len(body)} bytes; the limit is {m.MAX_MANIFEST_BYTES}")
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError("json", where, f"statement is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
+        raise ManifestError("statement", where, f"not an in-toto Statement v1 (_type must be {STATEMENT_TYPE})")
+    kind = doc.get("predicateType")
+    if not isinstance(kind, str) or not kind.startswith(m.SCHEMA_URI.rsplit(":", 1)[0]):
+        raise ManifestError("statement", where, f"predicateType {kind!r} is not a Triton backend manifest")
+    predicate = doc.get("predicate")
+    manifest = m.from_value(predicate, where)
+    _check_subjects(doc.get("subject"), manifest, where)
+    return manifest
+
+
+def _check_subjects(subjects: Any, manifest: m.Manifest, where: str) -> None:
+    try:
+        listed = {(s["name"], s["digest"]["sha256"]) for s in subjects}
+    except (TypeError, KeyError):
+        raise ManifestError("statement", where, "statement subjects are malformed") from None
+    expected = {(a.path, a.sha256) for a in manifest.artifacts}
+    if listed != expected:
+        raise ManifestError("statement", where, "statement subjects do not match the manifest's artifacts")
