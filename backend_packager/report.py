@@ -1,0 +1,86 @@
+"""``backend-packager inspect``: show what a wheel's manifest says, without trusting it.
+
+Inspection reads the payload *unverified* (it is a report, not a decision) and says so:
+a signed manifest shows its signers' keyids, to be checked with ``backend-packager verify``;
+a hash-only manifest is labelled as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_backend_runtime import dsse, schema
+from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.statement import manifest_from_statement
+
+from .errors import ManifestError
+from .verify import read_wheel
+
+
+@dataclass(frozen=True)
+class Inspection:
+    wheel: str
+    manifest: Manifest
+    signers: tuple[str, ...]  # keyids named by the envelope; not verified here
+
+    @property
+    def signed(self) -> bool:
+        return bool(self.signers)
+
+
+def inspect_wheel(path: Path) -> Inspection:
+    wheel = read_wheel(path)
+    where = f"{path}!{wheel.dist_info}/{MANIFEST_FILENAME}"
+    if wheel.envelope is None:
+        raise ManifestError("missing", where, "the wheel has no manifest")
+    envelope = dsse.decode(wheel.envelope, where)
+    manifest = manifest_from_statement(dsse.unverified_payload(envelope), where)
+    return Inspection(str(path), manifest, tuple(s.keyid for s in envelope.signatures))
+
+
+def as_json(inspection: Inspection) -> dict[str, Any]:
+    return {
+        "wheel": inspection.wheel,
+        "signed": inspection.signed,
+        "signers": list(inspection.signers),
+        "verified": False,
+        "manifest": schema.encode(inspection.manifest),
+    }
+
+
+def render(inspection: Inspection) -> str:
+    """The manifest as a person reads it: who, what it provides, what it needs, what it ships."""
+    m = inspection.manifest
+    out = [f"{m.name} {m.version}  ({', '.join(m.tags)})"]
+    if inspection.signed:
+        out.append(f"  signature:  signed by {', '.join(k[:16] for k in inspection.signers)} "
+                   "(not checked here: use `backend-packager verify --trust KEY`)")
+    else:
+        out.append("  signature:  none (hash-only manifest)")
+    out.append(f"  schema {m.schema_version}, backend protocol {m.protocol_version}, "
+               f"provenance {m.provenance.kind}" + (f" from {m.provenance.source}" if m.provenance.source else ""))
+    out.append(f"  built by {m.build.tool} {m.build.tool_version}"
+               + (f", SOURCE_DATE_EPOCH={m.build.source_date_epoch}" if m.build.source_date_epoch else ""))
+    out.append(f"  requires:   triton {m.requirements.triton or '(any)'}"
+               + (f", python {m.requirements.python}" if m.requirements.python else ""))
+    out.append("backends:" if m.backends else "backends:   none")
+    for b in m.backends:
+        targets = f"  targets: {', '.join(b.targets)}" if b.targets else ""
+        out.append(f"  {b.name} = {b.package}{targets}")
+        for role, where in (("compiler", b.compiler), ("driver", b.driver)):
+            if where:
+                out.append(f"      {role}: {where}")
+    out.append("plugins:" if m.plugins else "plugins:    none")
+    for p in m.plugins:
+        out.append(f"  {p.path}  (plugin API {p.api}{', ' + p.name if p.name else ''})")
+    out.append(f"artifacts: {len(m.artifacts)}")
+    for a in m.artifacts:
+        out.append(f"  {a.path}  {a.size} bytes  sha256 {a.sha256[:16]}")
+        if a.elf is not None:
+            e = a.elf
+            out.append(f"      {e.machine} {e.file_type}, glibc {e.glibc or '-'} ({e.manylinux}), "
+                       f"{e.exports.count} exports, {len(e.imports)} imports"
+                       + (f", needs {', '.join(e.needed)}" if e.needed else ""))
+    return "\n".join(out)

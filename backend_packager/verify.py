@@ -1,0 +1,278 @@
+"""``backend-packager verify``: check a wheel file offline against trusted keys.
+
+What must hold (each failure is one :class:`Finding`):
+
+- the wheel's own integrity: every member listed in RECORD with the right sha256 and size
+  (the binary distribution format spec), and nothing listed that is absent;
+- the DSSE signature over the manifest, by a trusted key (checked before the payload is
+  parsed; only the verified bytes are parsed);
+- every artifact in the signed manifest present with the signed sha256 and size, and the
+  same in RECORD;
+- no shared library (by name or by ELF magic) in the wheel that the manifest leaves out;
+- name, version and tags in the signed payload equal the wheel's own (file name, METADATA,
+  WHEEL), so a signed 1.0 cannot be passed off as 1.1 or for another platform;
+- the ``triton.backends`` entry points name the packages the manifest names.
+
+The checks are pure functions returning findings; the CLI only formats them.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import zipfile
+from dataclasses import dataclass, field
+from email.message import Message
+from pathlib import Path
+
+from triton_backend_runtime import dsse
+from triton_backend_runtime.errors import TrustError
+from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.trust import TrustStore
+
+from . import entrypoints, records
+from .elf import ELF_MAGIC
+from .scan import SHARED_LIBRARY
+from .wheelfile import MAX_MEMBER_SIZE, WheelName, normalize_name
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason the wheel does not verify."""
+
+    code: str
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Member:
+    sha256: str
+    size: int
+    elf: bool
+
+
+@dataclass
+class Wheel:
+    """What verification needs from the archive, read once."""
+
+    file_name: str
+    dist_info: str
+    members: dict[str, Member]
+    record: dict[str, records.RecordRow]
+    metadata: Message
+    tags: list[str]
+    entry_points: entrypoints.EntryPoints
+    envelope: bytes | None
+
+
+@dataclass
+class Verification:
+    wheel: str
+    findings: list[Finding] = field(default_factory=list)
+    signers: tuple[str, ...] = ()
+    manifest: Manifest | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def verify_wheel(path: Path, trust: TrustStore) -> Verification:
+    """Every check, in order; a check that needs the signed manifest runs only once it verified."""
+    result = Verification(str(path))
+    try:
+        wheel = read_wheel(path)
+    except TrustError as exc:
+        result.findings.append(Finding(exc.code, exc.path, exc.detail))
+        return result
+    result.findings += check_record(wheel)
+    if wheel.envelope is None:
+        result.findings.append(Finding("manifest.missing", f"{wheel.dist_info}/{MANIFEST_FILENAME}",
+                                       "the wheel has no manifest (build it with backend_packager.build, or "
+                                       "run `backend-packager migrate`)"))
+        return result
+    try:
+        where = f"{wheel.dist_info}/{MANIFEST_FILENAME}"
+        verified = dsse.verify(dsse.decode(wheel.envelope, where), trust, where)
+        manifest = manifest_from_statement(verified.payload, where)
+    except TrustError as exc:
+        result.findings.append(Finding(exc.code, exc.path, exc.detail))
+        return result
+    result.signers, result.manifest = verified.keyids, manifest
+    result.findings += check_identity(manifest, wheel)
+    result.findings += check_artifacts(manifest, wheel)
+    result.findings += check_unlisted(manifest, wheel)
+    result.findings += check_entry_points(manifest, wheel)
+    return result
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def read_wheel(path: Path) -> Wheel:
+    from .errors import WheelError
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise WheelError("not-zip", str(path), f"not a readable wheel (zip): {exc}") from None
+    with archive:
+        tops = {n.split("/")[0] for n in archive.namelist() if n.split("/")[0].endswith(".dist-info")}
+        if len(tops) != 1:
+            raise WheelError("dist-info", str(path), f"expected one .dist-info directory, found {len(tops)}")
+        dist_info = tops.pop()
+        members = {info.filename: _hash_member(archive, info, path) for info in archive.infolist()
+                   if not info.is_dir()}
+
+        def text(leaf: str) -> str:
+            try:
+                return archive.read(f"{dist_info}/{leaf}").decode("utf-8")
+            except KeyError:
+                raise WheelError("missing", f"{dist_info}/{leaf}", f"the wheel has no {leaf}") from None
+            except UnicodeDecodeError:
+                raise WheelError("malformed", f"{dist_info}/{leaf}", f"{leaf} is not UTF-8") from None
+
+        parser = email.parser.HeaderParser()
+        wheel_meta = parser.parsestr(text("WHEEL"))
+        ep_name = f"{dist_info}/entry_points.txt"
+        manifest_name = f"{dist_info}/{MANIFEST_FILENAME}"
+        return Wheel(
+            file_name=path.name,
+            dist_info=dist_info,
+            members=members,
+            record=records.parse(text("RECORD"), f"{dist_info}/RECORD"),
+            metadata=parser.parsestr(text("METADATA")),
+            tags=sorted(wheel_meta.get_all("Tag") or []),
+            entry_points=entrypoints.parse(text("entry_points.txt"), ep_name) if ep_name in members else {},
+            envelope=archive.read(manifest_name) if manifest_name in members else None,
+        )
+
+
+def _hash_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> Member:
+    from .errors import WheelError
+
+    where = f"{path}!{info.filename}"
+    if info.file_size > MAX_MEMBER_SIZE:
+        raise WheelError("zip-bomb", where, f"declares {info.file_size} bytes: refusing")
+    digest = hashlib.sha256()
+    try:
+        with archive.open(info) as stream:  # zipfile checks the CRC and the size at the end
+            head = stream.read(len(ELF_MAGIC))
+            digest.update(head)
+            size = len(head)
+            while chunk := stream.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise WheelError("corrupt", where, f"cannot read member: {exc}") from None
+    return Member(digest.hexdigest(), size, head == ELF_MAGIC)
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def check_record(wheel: Wheel) -> list[Finding]:
+    """RECORD lists every member with its hash and size (RECORD's own row has neither)."""
+    findings = []
+    record_name = f"{wheel.dist_info}/RECORD"
+    for name, member in sorted(wheel.members.items()):
+        row = wheel.record.get(name)
+        if name == record_name:
+            continue
+        if row is None:
+            findings.append(Finding("record.unlisted", name, "member is not listed in RECORD"))
+        elif row.sha256 != member.sha256 or row.size != member.size:
+            findings.append(Finding("record.mismatch", name, f"content (sha256 {member.sha256[:16]}, {member.size} "
+                                    f"bytes) differs from RECORD (sha256 {str(row.sha256)[:16]}, {row.size} bytes)"))
+    for name in sorted(set(wheel.record) - set(wheel.members)):
+        findings.append(Finding("record.absent", name, "listed in RECORD but not in the wheel"))
+    return findings
+
+
+def check_identity(manifest: Manifest, wheel: Wheel) -> list[Finding]:
+    """The signed name, version and tags against the file name, METADATA and WHEEL."""
+    findings = []
+    try:
+        named = WheelName.parse(wheel.file_name)
+    except TrustError as exc:
+        return [Finding(exc.code, exc.path, exc.detail)]
+    signed = normalize_name(manifest.name)
+    for source, value in (("file name", named.name), ("METADATA", wheel.metadata.get("Name", ""))):
+        if normalize_name(value) != signed:
+            findings.append(Finding("identity.name", wheel.file_name,
+                                    f"{source} says name {value!r}; the signed manifest says {manifest.name!r}"))
+    for source, value in (("file name", named.version), ("METADATA", wheel.metadata.get("Version", ""))):
+        if not _same_version(value, manifest.version):
+            findings.append(Finding("identity.version", wheel.file_name,
+                                    f"{source} says version {value}; the signed manifest says {manifest.version}"))
+    for source, tags in (("file name", sorted(named.tags)), ("WHEEL", wheel.tags)):
+        if tags != sorted(manifest.tags):
+            findings.append(Finding("identity.tags", wheel.file_name,
+                                    f"{source} says tags {', '.join(tags)}; the signed manifest says "
+                                    f"{', '.join(sorted(manifest.tags))}"))
+    return findings
+
+
+def _same_version(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_artifacts(manifest: Manifest, wheel: Wheel) -> list[Finding]:
+    """Each signed artifact: present, with the signed sha256 and size, and RECORD agreeing."""
+    findings = []
+    for art in manifest.artifacts:
+        member = wheel.members.get(art.path)
+        if member is None:
+            findings.append(Finding("artifact.missing", art.path, "listed in the signed manifest but not in the wheel"))
+            continue
+        if member.sha256 != art.sha256:
+            findings.append(Finding("artifact.sha256", art.path,
+                                    f"sha256 {member.sha256} differs from the signed manifest's {art.sha256}"))
+        if member.size != art.size:
+            findings.append(Finding("artifact.size", art.path,
+                                    f"size {member.size} differs from the signed manifest's {art.size}"))
+        row = wheel.record.get(art.path)
+        if row is not None and (row.sha256 != art.sha256 or row.size != art.size):
+            findings.append(Finding("artifact.record", art.path, "RECORD and the signed manifest disagree"))
+    return findings
+
+
+def check_unlisted(manifest: Manifest, wheel: Wheel) -> list[Finding]:
+    """A library the manifest does not vouch for is extraneous, whatever its name."""
+    listed = {a.path for a in manifest.artifacts}
+    return [
+        Finding("artifact.unlisted", name, "shared library not listed in the signed manifest")
+        for name, member in sorted(wheel.members.items())
+        if name not in listed and (member.elf or SHARED_LIBRARY.search(name))
+    ]
+
+
+def check_entry_points(manifest: Manifest, wheel: Wheel) -> list[Finding]:
+    """Triton loads what entry_points.txt names; it must be what was signed."""
+    declared = wheel.entry_points.get(entrypoints.BACKENDS_GROUP, {})
+    findings = []
+    where = f"{wheel.dist_info}/entry_points.txt"
+    for backend in manifest.backends:
+        value = declared.get(backend.name)
+        if value is None:
+            findings.append(Finding("entry-point.missing", where,
+                                    f"no {entrypoints.BACKENDS_GROUP} entry point {backend.name!r}"))
+        elif value.split(":")[0].strip() != backend.package:
+            findings.append(Finding("entry-point.mismatch", where,
+                                    f"{backend.name} = {value}; the signed manifest says {backend.package}"))
+    for name in sorted(set(declared) - {b.name for b in manifest.backends}):
+        findings.append(Finding("entry-point.unsigned", where,
+                                f"{entrypoints.BACKENDS_GROUP} entry point {name!r} is not in the signed manifest"))
+    return findings
