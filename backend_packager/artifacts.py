@@ -2,7 +2,9 @@
 
 Bytes are read once. :class:`ArtifactSink` takes a stream chunk by chunk (from a file, or
 from a wheel member as it is inflated), hashes it, and spools it only when it is ELF, so
-the scanner can seek in it afterwards. The spool lives in memory up to
+the scanner can seek in it afterwards. Only the byte ranges the scan reads are spooled
+(:func:`~backend_packager.elf.capture_ranges`: about 90 MB of libtriton.so's 500 MB), at
+their own offsets, leaving holes elsewhere. The spool lives in memory up to
 :data:`SPOOL_IN_MEMORY` and in a temporary file beyond, so memory stays bounded however
 big the member.
 """
@@ -16,7 +18,7 @@ from typing import BinaryIO
 
 from triton_backend_runtime.manifest import Artifact
 
-from .elf import ELF_MAGIC, scan_elf
+from .elf import ELF_MAGIC, capture_ranges, scan_elf
 from .errors import ElfError
 
 CHUNK = 1 << 20
@@ -33,13 +35,15 @@ class ArtifactSink:
         self._hash = hashlib.sha256()
         self._head = b""
         self._decided = False
+        self._ranges: list[tuple[int, int]] | None = None
         self._spool: tempfile.SpooledTemporaryFile[bytes] | None = None
 
     def update(self, chunk: bytes) -> None:
         self._hash.update(chunk)
+        start = self.size
         self.size += len(chunk)
         if self._spool is not None:
-            self._spool.write(chunk)
+            self._keep(chunk, start)
             return
         if self._decided:
             return
@@ -50,12 +54,33 @@ class ArtifactSink:
         self._decided = True
         if self._head[:4] == ELF_MAGIC:
             self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
-            self._spool.write(self._head)
+            self._ranges = capture_ranges(self._head)
+            self._keep(self._head, 0)
         self._head = self._head[:64]
+
+    def _keep(self, chunk: bytes, start: int) -> None:
+        """Write the parts of ``chunk`` (at stream offset ``start``) that the scan needs."""
+        assert self._spool is not None
+        if self._ranges is None:
+            self._spool.seek(start)
+            self._spool.write(chunk)
+            return
+        end = start + len(chunk)
+        for low, high in self._ranges:
+            if high <= start or low >= end:
+                continue
+            lo, hi = max(low, start), min(high, end)
+            self._spool.seek(lo)  # gaps stay holes: a sparse file, or zeros in memory
+            self._spool.write(chunk[lo - start : hi - start])
 
     @property
     def sha256(self) -> str:
         return self._hash.hexdigest()
+
+    @property
+    def head(self) -> bytes:
+        """Up to the first 64 bytes seen (for magic numbers)."""
+        return self._head[:64]
 
     @property
     def is_elf(self) -> bool:
@@ -68,7 +93,7 @@ class ArtifactSink:
                 if require_elf:
                     raise ElfError("not-elf", self.display, f"not an ELF file (starts with {self._head[:4]!r})")
                 return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=None)
-            info = scan_elf(self._spool, self.display)  # type: ignore[arg-type]
+            info = scan_elf(self._spool, self.display, size=self.size)  # type: ignore[arg-type]
             return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=info)
         finally:
             self.close()

@@ -111,6 +111,137 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _signing_key(path: Path | None) -> Any:
+    """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only)."""
+    import os
+
+    from . import signing
+
+    if path is None and os.environ.get(signing.SIGNING_KEY_ENV):
+        path = Path(os.environ[signing.SIGNING_KEY_ENV])
+    return signing.load(path) if path else None
+
+
+def _backend_overrides(values: list[str]) -> dict[str, str]:
+    overrides = {}
+    for value in values:
+        name, sep, package = value.partition("=")
+        if not sep or not name or not package:
+            raise argparse.ArgumentTypeError(f"--backend {value!r}: expected NAME=PACKAGE")
+        overrides[name.strip()] = package.strip()
+    return overrides
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from .migrate import expand_inputs, migrate_many
+    from .progress import WheelProgress
+
+    try:
+        overrides = _backend_overrides(args.backend)
+    except argparse.ArgumentTypeError as exc:
+        print(f"backend-packager: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    key = _signing_key(args.key)
+    wheels = expand_inputs(args.inputs)
+    if not wheels:
+        print("backend-packager: error: no wheels found in the given paths", file=sys.stderr)
+        return EXIT_USAGE
+    bar = WheelProgress(wheels, enabled=None if not args.json else False)
+    plain = not bar.enabled and not args.json
+
+    def done(outcome: Any) -> None:
+        bar.on_wheel()
+        if plain:
+            _print_outcome(outcome)
+
+    outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
+                            progress=bar.on_bytes, done=done)
+    bar.close()
+    if args.json:
+        print(json.dumps({"wheels": [o.as_dict() for o in outcomes],
+                          "failed": sum(o.error is not None for o in outcomes)}, indent=1))
+    elif bar.enabled:
+        for outcome in outcomes:
+            _print_outcome(outcome)
+    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+
+
+def _print_outcome(outcome: Any) -> None:
+    if outcome.error:
+        print(f"backend-packager: error: {outcome.error}", file=sys.stderr)
+        return
+    signer = f"signed by {outcome.signed_by[:16]}" if outcome.signed_by else "hash-only"
+    backends = ", ".join(outcome.backends) or "none"
+    print(f"{outcome.status} {outcome.source.name} -> {outcome.output} "
+          f"(backends: {backends}; {outcome.artifacts} artifacts; {len(outcome.plugins)} plugins; {signer}; "
+          f"{outcome.seconds:.1f}s)")
+    for warning in outcome.warnings:
+        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from triton_backend_runtime.trust import TrustStore, parse_key_file
+
+    from .verify import verify_wheel
+
+    keys = []
+    for path in args.trust:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            print(f"backend-packager: error: {path}: cannot read key file: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        keys += parse_key_file(text, str(path))
+    store = TrustStore.of(keys)
+    results = [verify_wheel(wheel, store) for wheel in args.wheels]
+    if args.json:
+        print(json.dumps({"wheels": [
+            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "findings": [f.as_dict() for f in r.findings]}
+            for r in results
+        ]}, indent=1))
+    else:
+        for r in results:
+            for finding in r.findings:
+                print(f"FAIL {r.wheel}: {finding.code}: {finding.path}: {finding.message}")
+            if r.ok:
+                names = ", ".join(_key_label(store, k) for k in r.signers)
+                count = len(r.manifest.artifacts) if r.manifest else 0
+                print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match")
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _key_label(store: Any, keyid: str) -> str:
+    comment = store.keys[keyid].comment if keyid in store.keys else ""
+    return f"{keyid[:16]}" + (f" ({comment})" if comment else "")
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from . import scaffold
+
+    project = scaffold.project_for(args.directory, args.name, args.backend, args.package)
+    written = scaffold.init(args.directory, project)
+    if args.json:
+        print(json.dumps({"directory": str(args.directory), "files": written, **project.variables()}, indent=1))
+    else:
+        print(f"created {args.directory}: {project.name}, backend {project.backend!r} in package {project.package}")
+        for rel in written:
+            print(f"  {rel}")
+        print("next: backend-packager keygen -o KEY.pem; BACKEND_PACKAGER_SIGNING_KEY=KEY.pem python -m build "
+              f"{args.directory}")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from . import report
+
+    inspection = report.inspect_wheel(args.wheel)
+    if args.json:
+        print(json.dumps(report.as_json(inspection), indent=1, sort_keys=True))
+    else:
+        print(report.render(inspection))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-packager",
@@ -143,6 +274,69 @@ def build_parser() -> argparse.ArgumentParser:
     keygen.add_argument("--force", action="store_true", help="replace existing key files")
     keygen.add_argument("--json", action="store_true", help="print the result as JSON")
     keygen.set_defaults(func=cmd_keygen)
+
+    import os
+
+    migrate = sub.add_parser(
+        "migrate",
+        help="add a signed manifest and entry points to legacy wheels",
+        description="For each legacy wheel (or every *.whl in a directory): find its backends "
+        "(triton.backends entry points, else triton/backends/<name>/ directories, for which entry "
+        "points are then added), scan its native libraries, and write OUTDIR/<same name>.whl with "
+        "a signed manifest. A wheel that already has one is re-scanned and re-signed (use this "
+        "after auditwheel repair). The input is never modified. Exit 1 if any wheel failed.",
+    )
+    migrate.add_argument("inputs", nargs="+", type=Path, metavar="WHEEL_OR_DIR")
+    migrate.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="output directory")
+    migrate.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY; "
+                         "without one the manifest is hash-only")
+    migrate.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                         help="wheels (or, for one wheel, members) processed in parallel (default: %(default)s)")
+    migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
+                         help="declare a backend explicitly (repeatable); overrides discovery")
+    migrate.add_argument("--json", action="store_true", help="print a JSON summary")
+    migrate.set_defaults(func=cmd_migrate)
+
+    verify = sub.add_parser(
+        "verify",
+        help="check a wheel's signed manifest offline",
+        description="Check each wheel offline: the manifest's signature against the trusted keys; every "
+        "artifact's sha256 and size; the manifest against RECORD; no shared library left out of the "
+        "manifest; name, version and tags in the signed payload equal to the wheel's own; the "
+        "triton.backends entry points equal to the signed backends. Each failure is printed on its own "
+        "line. Exit 0 only when every wheel passes every check, 1 otherwise, 2 for unusable arguments.",
+    )
+    verify.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    verify.add_argument("--trust", type=Path, action="append", required=True, metavar="KEYFILE",
+                        help="public key file (lines as written by keygen); repeatable")
+    verify.add_argument("--json", action="store_true", help="print the findings as JSON")
+    verify.set_defaults(func=cmd_verify)
+
+    insp = sub.add_parser(
+        "inspect",
+        help="print a wheel's manifest readably",
+        description="Print what a wheel's manifest says: backends, plugins, artifacts, requirements and "
+        "signer keyids (or that it is hash-only). The signature is NOT checked: use verify for that.",
+    )
+    insp.add_argument("wheel", type=Path, metavar="WHEEL")
+    insp.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    insp.set_defaults(func=cmd_inspect)
+
+    init = sub.add_parser(
+        "init",
+        help="create a new vendor backend project",
+        description="Create DIR (absent or empty) holding a Triton backend project that builds as it is "
+        "with `python -m build` into a wheel with a signed manifest: pyproject.toml configured for "
+        "backend_packager.build, a C driver library, and compiler.py / driver.py subclassing Triton's "
+        "BaseBackend / DriverBase. Names default from DIR: acme-backend -> backend 'acme', package "
+        "acme_backend.",
+    )
+    init.add_argument("directory", type=Path, metavar="DIR")
+    init.add_argument("--name", help="distribution name (default: DIR's name)")
+    init.add_argument("--backend", help="backend name, the triton.backends entry point")
+    init.add_argument("--package", help="Python package holding compiler.py and driver.py")
+    init.add_argument("--json", action="store_true", help="print what was created as JSON")
+    init.set_defaults(func=cmd_init)
 
     sch = sub.add_parser("schema", help="print the manifest's JSON Schema", description="Print the JSON "
                          "Schema of the manifest, generated from the runtime's definition.")

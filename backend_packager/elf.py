@@ -25,7 +25,7 @@ import re
 import struct
 import sys
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from triton_backend_runtime.manifest import (
     EXPORT_LIST_LIMIT,
@@ -53,6 +53,11 @@ _OSABI = {0: "SYSV", 3: "GNU"}
 _FILE_TYPES = {1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
 
 DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
+PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
+SHF_ALLOC, SHF_STRINGS = 0x2, 0x20
+NT_GNU_BUILD_ID = 3
+#: Bytes kept after the last loadable segment when streaming: where .comment lives.
+TAIL_CAPTURE = 1 << 20
 SHN_UNDEF = 0
 VERSYM_HIDDEN = 0x8000
 _GLIBC = re.compile(rb"^GLIBC_(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -104,12 +109,15 @@ def check_ident(head: bytes, path: str) -> str:
     return MACHINES[machine]
 
 
-def scan_elf(stream: BinaryIO, path: str) -> ElfInfo:
-    """Scan a seekable ELF stream. Raises ElfError naming ``path`` on any problem."""
+def scan_elf(stream: BinaryIO, path: str, size: int | None = None) -> ElfInfo:
+    """Scan a seekable ELF stream. Raises ElfError naming ``path`` on any problem.
+
+    ``size`` is the real file size when ``stream`` is a sparse capture of it.
+    """
     stream.seek(0)
     head = stream.read(64)
     machine = check_ident(head, path)
-    size = stream.seek(0, 2)
+    size = stream.seek(0, 2) if size is None else size
     tables, header = _read_tables(stream, path, size)
     header["osabi"] = head[7]
     return _build_info(tables, header, machine, path)
@@ -123,41 +131,96 @@ def _read_tables(stream: BinaryIO, path: str, size: int) -> tuple[_Tables, dict[
     try:
         elf = ELFFile(stream)
         # Section headers only: building pyelftools' section objects parses some of them.
-        sections = {}
-        for index in range(elf.num_sections()):
-            hdr = elf._get_section_header(index)
-            sections[elf._get_section_name(hdr)] = hdr
+        headers = [elf._get_section_header(i) for i in range(elf.num_sections())]
+        names = [elf._get_section_name(h) for h in headers]
         header = {"e_type": _e_type(elf.header["e_type"])}
-    except (PyElfError, struct.error, ValueError, KeyError, OSError) as exc:
+    except (PyElfError, struct.error, ValueError, KeyError, OSError, UnicodeDecodeError) as exc:
         raise ElfError("corrupt", path, f"corrupt or truncated ELF: {exc}") from None
 
-    def raw(name: str) -> bytes:
-        hdr = sections.get(name)
+    def raw(hdr: Any) -> bytes:
         if hdr is None or hdr["sh_type"] == "SHT_NOBITS":
             return b""
         end = hdr["sh_offset"] + hdr["sh_size"]
         if end > size:
-            raise ElfError("truncated", path, f"truncated ELF: section {name} ends at byte {end}, file has {size}")
+            raise ElfError("truncated", path, f"truncated ELF: a section ends at byte {end}, the file has {size}")
         stream.seek(hdr["sh_offset"])
         return stream.read(hdr["sh_size"])
 
-    def count(name: str) -> int:
-        hdr = sections.get(name)
-        return int(hdr["sh_info"]) if hdr is not None else 0
-
+    # Sections are found by type, not by name: the scan of a streamed member keeps only the
+    # byte ranges it needs, and the section-name table is not among them (see capture_ranges).
+    by_type = {h["sh_type"]: h for h in reversed(headers)}
+    dynsym = by_type.get("SHT_DYNSYM")
+    dynstr = headers[dynsym["sh_link"]] if dynsym is not None and dynsym["sh_link"] < len(headers) else None
+    verneed, verdef = by_type.get("SHT_GNU_verneed"), by_type.get("SHT_GNU_verdef")
     tables = _Tables(
-        dynsym=raw(".dynsym"),
-        dynstr=raw(".dynstr"),
-        versym=raw(".gnu.version"),
-        verneed=raw(".gnu.version_r"),
-        verneed_count=count(".gnu.version_r"),
-        verdef=raw(".gnu.version_d"),
-        verdef_count=count(".gnu.version_d"),
-        dynamic=raw(".dynamic"),
-        build_id=raw(".note.gnu.build-id"),
-        comment=raw(".comment"),
+        dynsym=raw(dynsym),
+        dynstr=raw(dynstr),
+        versym=raw(by_type.get("SHT_GNU_versym")),
+        verneed=raw(verneed),
+        verneed_count=int(verneed["sh_info"]) if verneed is not None else 0,
+        verdef=raw(verdef),
+        verdef_count=int(verdef["sh_info"]) if verdef is not None else 0,
+        dynamic=raw(by_type.get("SHT_DYNAMIC")),
+        build_id=b"".join(raw(h) for h in headers if h["sh_type"] == "SHT_NOTE"),
+        comment=raw(_comment_section(headers, names)),
     )
     return tables, header
+
+
+def _comment_section(headers: list[Any], names: list[str]) -> Any:
+    """``.comment`` by name; without names, the first non-alloc string section by offset.
+
+    The linkers place ``.comment`` first among the non-allocated sections, before any
+    ``.debug_*``, so the fallback finds the same section when the name table is absent.
+    """
+    for hdr, name in zip(headers, names, strict=True):
+        if name == ".comment":
+            return hdr
+    candidates = [
+        h for h in headers
+        if h["sh_type"] == "SHT_PROGBITS" and not h["sh_flags"] & SHF_ALLOC and h["sh_flags"] & SHF_STRINGS
+    ]
+    return min(candidates, key=lambda h: h["sh_offset"]) if candidates else None
+
+
+def capture_ranges(head: bytes) -> list[tuple[int, int]] | None:
+    """Byte ranges a streamed scan must keep, from the ELF and program headers alone.
+
+    Keeps the first loadable segment (where linkers put .dynsym, .dynstr, .gnu.version*,
+    and the notes), the dynamic segment, the section header table, and 1 MiB after the
+    last loadable segment (where .comment is). None when ``head`` is too short to tell,
+    and the caller keeps everything.
+    """
+    if len(head) < 64 or head[:4] != ELF_MAGIC or head[4] != 2 or head[5] != 1:
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", head, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 54)
+    if phentsize != 56 or phoff + phnum * 56 > len(head):
+        return None
+    ranges = [(0, 64), (phoff, phoff + phnum * 56), (shoff, shoff + shnum * shentsize)]
+    loads = []
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", head, phoff + i * 56)
+        if p_type == PT_LOAD:
+            loads.append((p_offset, p_offset + p_filesz))
+        elif p_type in (PT_DYNAMIC, PT_NOTE):
+            ranges.append((p_offset, p_offset + p_filesz))
+    if not loads:
+        return None
+    ranges.append(loads[0])
+    last_end = max(end for _, end in loads)
+    ranges.append((last_end, last_end + TAIL_CAPTURE))
+    return _merge(ranges)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _e_type(value: object) -> int:
@@ -366,12 +429,17 @@ def _split_paths(values: list[str]) -> list[str]:
     return [p for v in values for p in v.split(":") if p]
 
 
-def _build_id(note: bytes) -> str | None:
-    if len(note) < 16:
-        return None
-    namesz, descsz, _ = struct.unpack_from("<III", note, 0)
-    start = 12 + (namesz + 3) // 4 * 4
-    return note[start : start + descsz].hex() or None
+def _build_id(notes: bytes) -> str | None:
+    """The NT_GNU_BUILD_ID note among the contents of every SHT_NOTE section."""
+    offset = 0
+    while offset + 12 <= len(notes):
+        namesz, descsz, kind = struct.unpack_from("<III", notes, offset)
+        name_at = offset + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        if kind == NT_GNU_BUILD_ID and notes[name_at : name_at + namesz] == b"GNU\0":
+            return notes[desc_at : desc_at + descsz].hex() or None
+        offset = desc_at + (descsz + 3) // 4 * 4
+    return None
 
 
 def _comment(data: bytes) -> list[str]:

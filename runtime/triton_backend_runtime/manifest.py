@@ -28,6 +28,8 @@ SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 0
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
+#: The backend protocol (Triton's BaseBackend / DriverBase contract) this layer speaks.
+PROTOCOL_VERSION = "1.0"
 #: Manifests bigger than this are refused unread (a defence against endless data).
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 #: Above this many exports, a library's export list is summarised (see ExportTable).

@@ -1,0 +1,43 @@
+"""``entry_points.txt``: INI with case-sensitive keys, ``=`` only, values ``module[:attr]``.
+
+Parsed into ``{group: {name: value}}`` and rendered back deterministically (groups and
+names sorted), so that the same entry points always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import configparser
+
+from .errors import WheelError
+
+EntryPoints = dict[str, dict[str, str]]
+BACKENDS_GROUP = "triton.backends"
+
+
+def parse(text: str, where: str) -> EntryPoints:
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, comment_prefixes=("#", ";"))
+    parser.optionxform = str  # type: ignore[assignment, method-assign]  # keys are case-sensitive
+    try:
+        parser.read_string(text, source=where)
+    except configparser.Error as exc:
+        raise WheelError("entry-points", where, f"malformed entry_points.txt: {exc.message}") from None
+    return {group: dict(parser.items(group)) for group in parser.sections()}
+
+
+def render(entry_points: EntryPoints) -> str:
+    lines: list[str] = []
+    for group in sorted(entry_points):
+        if not entry_points[group]:
+            continue
+        lines.append(f"[{group}]")
+        lines.extend(f"{name} = {value}" for name, value in sorted(entry_points[group].items()))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def merged(base: EntryPoints, extra: EntryPoints) -> EntryPoints:
+    """``base`` with the groups and names of ``extra`` added (extra wins on a clash)."""
+    out = {group: dict(names) for group, names in base.items()}
+    for group, names in extra.items():
+        out.setdefault(group, {}).update(names)
+    return out

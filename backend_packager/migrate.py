@@ -1,0 +1,163 @@
+"""``backend-packager migrate``: give legacy wheels a signed manifest and entry points.
+
+For each wheel: find its backends (declared ``triton.backends`` entry points, else the
+``triton/backends/<name>/`` directories that older Tritons scan, then declare entry points
+for them too; ``--backend NAME=PACKAGE`` overrides), scan every native member, write the
+signed manifest (hash-only, with a warning, when no key is given). Name, version and tags
+are kept. A wheel that already has a manifest is re-scanned and re-signed: that is how a
+wheel is re-signed after ``auditwheel repair``.
+
+Many wheels run in parallel threads (the heavy work, inflating and hashing, releases the
+GIL); a single wheel uses the same number of threads across its members instead.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triton_backend_runtime import manifest as m
+
+from . import assemble
+from .errors import InputError, TrustError
+from .signing import SigningKey
+from .wheelfile import Injection, WheelContents, rewrite_wheel
+
+
+@dataclass
+class Outcome:
+    """What happened to one input wheel."""
+
+    source: Path
+    output: Path | None = None
+    status: str = "failed"  # migrated | re-signed | failed
+    backends: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)
+    artifacts: int = 0
+    signed_by: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    error: TrustError | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": str(self.source),
+            "output": str(self.output) if self.output else None,
+            "status": self.status,
+            "backends": self.backends,
+            "plugins": self.plugins,
+            "artifacts": self.artifacts,
+            "signed_by": self.signed_by,
+            "warnings": self.warnings,
+            "error": self.error.as_dict() if self.error else None,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+ByteProgress = Callable[[Path, str, int], None]
+
+
+def source_date_epoch() -> int | None:
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    return int(value) if value and value.isdigit() else None
+
+
+def expand_inputs(paths: list[Path]) -> list[Path]:
+    """Wheel files as given, and every ``*.whl`` in a directory (sorted)."""
+    wheels: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            wheels.extend(sorted(path.glob("*.whl")))
+        elif path.exists():
+            wheels.append(path)
+        else:
+            raise InputError("missing", str(path), "no such file or directory")
+    return wheels
+
+
+def migrate_wheel(
+    src: Path,
+    out_dir: Path,
+    key: SigningKey | None,
+    *,
+    overrides: dict[str, str] | None = None,
+    jobs: int = 1,
+    progress: ByteProgress | None = None,
+) -> Outcome:
+    """Migrate one wheel; errors are caught into the outcome, never raised."""
+    outcome = Outcome(src)
+    started = time.perf_counter()
+    try:
+        if out_dir.resolve() == src.parent.resolve():
+            raise InputError("output", str(out_dir), "the output directory holds the input wheel; choose another")
+        epoch = source_date_epoch()
+
+        def plan(contents: WheelContents) -> Injection:
+            return _plan(contents, overrides, epoch, outcome)
+
+        def member_progress(member: str, nbytes: int) -> None:
+            if progress:
+                progress(src, member, nbytes)
+
+        outcome.output = rewrite_wheel(src, out_dir, plan, key, jobs=jobs, epoch=epoch, progress=member_progress)
+        outcome.signed_by = key.public.keyid if key else None
+        if key is None:
+            outcome.warnings.append(f"{src}: no signing key given: the manifest is hash-only (unsigned)")
+    except TrustError as exc:
+        outcome.error = exc
+        outcome.status = "failed"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def _plan(contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome) -> Injection:
+    found = assemble.find_backends(contents, overrides)
+    resigned = contents.existing_manifest is not None
+    provenance = m.Provenance(kind="migrate", source=f"{contents.name}-{contents.version}", source_sha256=None)
+    manifest = assemble.manifest_for(
+        contents,
+        found.backends,
+        requirements=m.Requirements(
+            triton=assemble.triton_requirement(contents), python=contents.metadata.get("Requires-Python")
+        ),
+        provenance=provenance,
+        epoch=epoch,
+    )
+    outcome.status = "re-signed" if resigned else "migrated"
+    outcome.backends = [b.name for b in found.backends]
+    outcome.plugins = [p.path for p in manifest.plugins]
+    outcome.artifacts = len(manifest.artifacts)
+    outcome.warnings.extend(contents.warnings)
+    if resigned:
+        outcome.warnings.append(f"{contents.dist_info}: already had a manifest: re-scanned and re-signed")
+    return Injection(manifest, found.entry_points)
+
+
+def migrate_many(
+    wheels: list[Path],
+    out_dir: Path,
+    key: SigningKey | None,
+    *,
+    overrides: dict[str, str] | None = None,
+    jobs: int = 1,
+    progress: ByteProgress | None = None,
+    done: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Migrate every wheel, ``jobs`` at a time; one wheel alone gets ``jobs`` threads itself."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    inner = jobs if len(wheels) == 1 else 1
+
+    def one(src: Path) -> Outcome:
+        outcome = migrate_wheel(src, out_dir, key, overrides=overrides, jobs=inner, progress=progress)
+        if done:
+            done(outcome)
+        return outcome
+
+    if jobs <= 1 or len(wheels) <= 1:
+        return [one(w) for w in wheels]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, wheels))

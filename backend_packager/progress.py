@@ -1,0 +1,56 @@
+"""Progress on long work: a redrawn status line on a terminal, nothing otherwise.
+
+Callbacks may arrive from several threads; one lock keeps the counters and the line whole.
+Redraws are limited to a few per second so that drawing never costs more than copying.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+
+class WheelProgress:
+    """Per wheel (done / total) and per byte (compressed bytes copied / wheel sizes)."""
+
+    def __init__(self, wheels: list[Path], stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.total_wheels = len(wheels)
+        self.total_bytes = sum(w.stat().st_size for w in wheels) or 1
+        self.done_wheels = 0
+        self.done_bytes = 0
+        self.current = ""
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def on_bytes(self, wheel: Path, member: str, nbytes: int) -> None:
+        with self._lock:
+            self.done_bytes += nbytes
+            self.current = member
+            self._draw()
+
+    def on_wheel(self) -> None:
+        with self._lock:
+            self.done_wheels += 1
+            self._draw(force=True)
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._last < 0.1):
+            return
+        self._last = now
+        share = min(self.done_bytes / self.total_bytes, 1.0)
+        bar = "#" * int(share * 30)
+        line = (f"[{bar:<30}] {share:4.0%} {self.done_wheels}/{self.total_wheels} wheels "
+                f"{self.done_bytes / 1e6:.0f}/{self.total_bytes / 1e6:.0f} MB {self.current[-40:]}")
+        self.stream.write("\r\x1b[K" + line)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

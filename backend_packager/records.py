@@ -1,0 +1,73 @@
+"""RECORD files (PEP 376 / the binary distribution format spec).
+
+Each row is ``path,sha256=<urlsafe base64 without padding>,size``; the row for RECORD itself
+is ``path,,``. Rows are rendered with the csv module's default dialect, as installers read them.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+from dataclasses import dataclass
+
+from .errors import WheelError
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    path: str
+    sha256: str | None  # hex digest, None for RECORD's own row
+    size: int | None
+
+
+def hash_field(hex_digest: str) -> str:
+    """``sha256=`` + urlsafe base64 (no padding) of the digest, as RECORD writes it."""
+    return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(hex_digest)).rstrip(b"=").decode("ascii")
+
+
+def parse(text: str, where: str) -> dict[str, RecordRow]:
+    """Rows by path. Malformed rows raise WheelError naming the RECORD line."""
+    rows: dict[str, RecordRow] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise WheelError("record", f"{where}:{number}", f"expected 3 fields, found {len(row)}")
+        path, hash_text, size_text = row
+        rows[path] = RecordRow(path, _parse_hash(hash_text, where, number), _parse_size(size_text, where, number))
+    return rows
+
+
+def _parse_hash(text: str, where: str, number: int) -> str | None:
+    if not text:
+        return None
+    algorithm, _, value = text.partition("=")
+    if algorithm != "sha256":
+        raise WheelError("record", f"{where}:{number}", f"unsupported hash {algorithm!r} (expected sha256)")
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except ValueError:
+        raise WheelError("record", f"{where}:{number}", f"hash {value!r} is not urlsafe base64") from None
+    if len(raw) != 32:
+        raise WheelError("record", f"{where}:{number}", f"sha256 hash has {len(raw)} bytes, expected 32")
+    return raw.hex()
+
+
+def _parse_size(text: str, where: str, number: int) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit():
+        raise WheelError("record", f"{where}:{number}", f"size {text!r} is not a number")
+    return int(text)
+
+
+def render(rows: list[RecordRow]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in rows:
+        if row.sha256 is None:
+            writer.writerow([row.path, "", ""])
+        else:
+            writer.writerow([row.path, hash_field(row.sha256), row.size])
+    return out.getvalue().encode("utf-8")
