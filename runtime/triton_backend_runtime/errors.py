@@ -40,3 +40,33 @@ class TrustStoreError(TrustError):
     """A key file or trust configuration that cannot be read."""
 
     code_prefix = "trust"
+
+
+class VerifyError(TrustError):
+    """An installed backend or plugin that does not match its manifest, or this machine."""
+
+    code_prefix = "verify"
+
+
+class ConflictError(TrustError):
+    """Two backends or plugins claiming the same name, target or symbol; one was set aside."""
+
+    code_prefix = "conflict"
+
+
+class LoadError(TrustError):
+    """A backend admitted by policy whose modules failed to import."""
+
+    code_prefix = "load"
+
+
+class PolicyError(TrustError):
+    """A backend the policy excludes (strict: not verified), or a bad policy setting."""
+
+    code_prefix = "policy"
+
+
+class SelectionError(TrustError, RuntimeError):
+    """No driver could be selected. A RuntimeError too, as Triton's own selection error is."""
+
+    code_prefix = "select"

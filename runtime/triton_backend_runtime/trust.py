@@ -17,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .errors import TrustStoreError
@@ -92,3 +94,98 @@ class TrustStore:
         except InvalidSignature:
             return f"signature by key {keyid[:16]} does not match the manifest"
         return None
+
+
+# --- Where trust comes from --------------------------------------------------------------
+#
+# A trust directory holds ``*.pub`` files (key lines, see above), an optional ``revoked``
+# file (one keyid per line; ``#`` comments) and an optional ``threshold`` file (an integer).
+# Three places are read, all of them, in this order:
+#
+# 1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
+# 2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
+# 3. ``TRITON_BACKEND_TRUSTED_KEYS``: key files or trust directories, ``os.pathsep``-separated.
+#
+# Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), and the
+# highest threshold configured anywhere applies: no location can weaken another.
+
+#: Environment variable naming extra key files or trust directories.
+TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
+TRUST_SUBDIR = ("triton-backend", "trusted")
+
+
+def system_trust_dir() -> str:
+    import sys
+
+    return os.path.join(sys.prefix, "etc", *TRUST_SUBDIR)
+
+
+def user_trust_dir(env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, *TRUST_SUBDIR)
+
+
+def trust_sources(env: Mapping[str, str] | None = None) -> list[str]:
+    """Every file the trust store is read from, in order; missing locations are skipped.
+
+    Listing is cheap (no parsing, no cryptography): the verification cache keys on the
+    bytes of exactly these files.
+    """
+    env = os.environ if env is None else env
+    places = [system_trust_dir(), user_trust_dir(env)]
+    places += [p for p in env.get(TRUSTED_KEYS_ENV, "").split(os.pathsep) if p]
+    files: list[str] = []
+    for place in places:
+        if os.path.isdir(place):
+            try:
+                names = sorted(os.listdir(place))
+            except OSError:
+                continue
+            files += [os.path.join(place, n) for n in names if n.endswith(".pub") or n in ("revoked", "threshold")]
+        elif os.path.isfile(place):
+            files.append(place)
+    return files
+
+
+def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, list[TrustStoreError]]:
+    """The trust store from every location, and the problems met on the way.
+
+    A bad file is reported and skipped rather than raised: one broken key file must not
+    stop the keys in the others from working (a missing key only ever refuses more).
+    """
+    keys: list[PublicKey] = []
+    revoked: set[str] = set()
+    threshold = 1
+    problems: list[TrustStoreError] = []
+    for path in trust_sources(env):
+        try:
+            text = _read_text(path)
+            base = os.path.basename(path)
+            if base == "revoked":
+                revoked |= {line.split()[0] for line in text.splitlines() if line.strip() and line[0] != "#"}
+            elif base == "threshold":
+                threshold = max(threshold, _threshold(text, path))
+            else:
+                keys += parse_key_file(text, path)
+        except TrustStoreError as exc:
+            problems.append(exc)
+    return TrustStore.of(keys, threshold, revoked), problems
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return stream.read(1024 * 1024)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrustStoreError("read", path, f"cannot read trust file: {exc}") from None
+
+
+def _threshold(text: str, path: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise TrustStoreError("threshold", path, f"threshold must be a positive integer, found {text.strip()!r}")
+    return value

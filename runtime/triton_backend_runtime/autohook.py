@@ -1,0 +1,109 @@
+"""The opt-in hook for an unmodified Triton: a ``.pth`` file and an import finder.
+
+``python -m triton_backend_runtime hook install`` writes :data:`PTH_NAME` into the
+interpreter's ``site-packages``; ``site`` executes its one line at start-up, which calls
+:func:`install`. That puts a finder at the front of ``sys.meta_path`` which does nothing
+until ``triton.backends`` is imported; then it executes Triton's own source with the
+registry patch of :mod:`.hook` applied in memory (the same text as the patch in
+``hooks/``). If the source does not have the expected shape (another Triton release, or
+already patched), the module runs unmodified. ``hook uninstall`` deletes the file.
+
+Start-up cost is this module alone: it imports nothing beyond ``sys`` and ``os`` until
+Triton is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+PTH_NAME = "triton_backend_runtime-hook.pth"
+PTH_LINE = (
+    "import sys; exec('try:\\n import triton_backend_runtime.autohook as h\\n h.install()\\n"
+    "except Exception:\\n pass')\n"
+)
+PATCHED_MODULE = "triton.backends"
+
+_callbacks: dict[str, list[Callable[[Any], None]]] = {}
+_state = {"patch": False}
+
+
+class _Finder:
+    """Finds nothing itself: wraps the loader the other finders return for watched modules."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _callbacks and not (_state["patch"] and fullname == PATCHED_MODULE):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
+                return spec
+        return None
+
+
+class _Loader:
+    def __init__(self, inner: Any, fullname: str) -> None:
+        self.inner = inner
+        self.fullname = fullname
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        code = None
+        if _state["patch"] and self.fullname == PATCHED_MODULE:
+            from .hook import patch_source
+
+            source = self.inner.get_source(self.fullname)
+            patched = patch_source(source) if source else None
+            if patched is not None:
+                code = compile(patched, module.__spec__.origin or "<triton.backends>", "exec", dont_inherit=True)
+        if code is None:
+            self.inner.exec_module(module)
+        else:
+            exec(code, module.__dict__)
+        for callback in _callbacks.pop(self.fullname, []):
+            callback(module)
+
+
+_FINDER = _Finder()
+
+
+def _ensure_finder() -> None:
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def install() -> None:
+    """Called from the .pth file: patch ``triton.backends`` when it is imported."""
+    _state["patch"] = True
+    _ensure_finder()
+
+
+def after_import(name: str, callback: Callable[[Any], None]) -> None:
+    """Run ``callback(module)`` once ``name`` has been executed (now, if it already was)."""
+    if name in sys.modules:
+        callback(sys.modules[name])
+        return
+    _callbacks.setdefault(name, []).append(callback)
+    _ensure_finder()
+
+
+def site_dir() -> str:
+    """Where ``hook install`` writes the .pth: this interpreter's purelib."""
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
+
+
+def pth_path(directory: str | None = None) -> str:
+    return os.path.join(directory or site_dir(), PTH_NAME)
