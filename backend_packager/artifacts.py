@@ -28,7 +28,7 @@ SPOOL_IN_MEMORY = 16 << 20
 class ArtifactSink:
     """Accumulates one member's bytes: hash always, spool for the scan if ELF."""
 
-    def __init__(self, path: str, display: str) -> None:
+    def __init__(self, path: str, display: str, *, sparse: bool = True) -> None:
         self.path = path
         self.display = display
         self.size = 0
@@ -36,6 +36,7 @@ class ArtifactSink:
         self._head = b""
         self._decided = False
         self._ranges: list[tuple[int, int]] | None = None
+        self._sparse = sparse
         self._spool: tempfile.SpooledTemporaryFile[bytes] | None = None
 
     def update(self, chunk: bytes) -> None:
@@ -54,7 +55,7 @@ class ArtifactSink:
         self._decided = True
         if self._head[:4] == ELF_MAGIC:
             self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
-            self._ranges = capture_ranges(self._head)
+            self._ranges = capture_ranges(self._head) if self._sparse else None
             self._keep(self._head, 0)
         self._head = self._head[:64]
 
@@ -87,13 +88,17 @@ class ArtifactSink:
         return self._spool is not None
 
     def finish(self, *, require_elf: bool = False) -> Artifact:
-        """The record. Non-ELF data raises ElfError when ``require_elf`` is set."""
+        """The record. Non-ELF data raises ElfError when ``require_elf`` is set.
+
+        Raises :class:`~backend_packager.elf.CaptureMiss` when the sparse capture missed a
+        section: the caller then streams the member again into ``ArtifactSink(sparse=False)``.
+        """
         try:
             if self._spool is None:
                 if require_elf:
                     raise ElfError("not-elf", self.display, f"not an ELF file (starts with {self._head[:4]!r})")
                 return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=None)
-            info = scan_elf(self._spool, self.display, size=self.size)  # type: ignore[arg-type]
+            info = scan_elf(self._spool, self.display, size=self.size, available=self._ranges)  # type: ignore[arg-type]
             return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=info)
         finally:
             self.close()

@@ -23,6 +23,7 @@ from triton_backend_runtime.manifest import Artifact
 
 from . import entrypoints, records, zipformat
 from .artifacts import CHUNK, ArtifactSink
+from .elf import CaptureMiss
 from .errors import ElfError, WheelError
 from .fsutil import atomic_output
 from .scan import SHARED_LIBRARY
@@ -154,10 +155,19 @@ class _Copier:
         try:
             self._stream(member, sink, entry.offset + len(header), where)
             return self._result(member, entry, sink, where)
+        except CaptureMiss:
+            # Rare layouts put a needed section outside the captured ranges: read it again, whole.
+            full = ArtifactSink(member.name, where, sparse=False)
+            try:
+                self._stream(member, full, None, where)
+                return self._result(member, entry, full, where)
+            finally:
+                full.close()
         finally:
             sink.close()
 
-    def _stream(self, m: Member, sink: ArtifactSink, write_at: int, where: str) -> None:
+    def _stream(self, m: Member, sink: ArtifactSink, write_at: int | None, where: str) -> None:
+        """Inflate ``m`` into ``sink``; with ``write_at``, also copy its raw bytes there."""
         pos = self._data_offset(m, where)
         end = pos + m.compress_size
         inflater = zlib.decompressobj(-15) if m.method == zipformat.DEFLATED else None
@@ -166,10 +176,12 @@ class _Copier:
             raw = os.pread(self.src_fd, min(CHUNK, end - pos), pos)
             if not raw:
                 raise WheelError("truncated", where, "member data ends before its declared size (truncated wheel)")
-            os.pwrite(self.out_fd, raw, write_at)
             pos += len(raw)
-            write_at += len(raw)
             crc = self._inflate(inflater, raw, sink, crc, m, where)
+            if write_at is None:
+                continue
+            os.pwrite(self.out_fd, raw, write_at)
+            write_at += len(raw)
             if self.progress:
                 with self._lock:
                     self.progress(m.name, len(raw))
@@ -212,6 +224,8 @@ class _Copier:
         if sink.is_elf:
             try:
                 return Copied(entry, digest, size, sink.finish())
+            except CaptureMiss:
+                raise
             except ElfError as exc:
                 warning = f"{where}: not scanned: {exc.detail}"
                 return Copied(entry, digest, size, Artifact(m.name, digest, size), warning)

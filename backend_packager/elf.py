@@ -54,6 +54,7 @@ _FILE_TYPES = {1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
 
 DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
+PF_X, PF_W = 0x1, 0x2
 SHF_ALLOC, SHF_STRINGS = 0x2, 0x20
 NT_GNU_BUILD_ID = 3
 #: Bytes kept after the last loadable segment when streaming: where .comment lives.
@@ -77,6 +78,10 @@ class _Tables:
     dynamic: bytes
     build_id: bytes
     comment: bytes
+
+
+class CaptureMiss(ElfError):
+    """A sparse capture lacked a section the scan needs; rescan from the whole file."""
 
 
 def is_elf(head: bytes) -> bool:
@@ -109,21 +114,27 @@ def check_ident(head: bytes, path: str) -> str:
     return MACHINES[machine]
 
 
-def scan_elf(stream: BinaryIO, path: str, size: int | None = None) -> ElfInfo:
+def scan_elf(
+    stream: BinaryIO, path: str, size: int | None = None, available: list[tuple[int, int]] | None = None
+) -> ElfInfo:
     """Scan a seekable ELF stream. Raises ElfError naming ``path`` on any problem.
 
-    ``size`` is the real file size when ``stream`` is a sparse capture of it.
+    ``size`` and ``available`` describe a sparse capture (see :func:`capture_ranges`): the
+    real file size, and the byte ranges present. A section the scan needs that lies outside
+    them raises :class:`CaptureMiss`, and the caller reads the whole file instead.
     """
     stream.seek(0)
     head = stream.read(64)
     machine = check_ident(head, path)
     size = stream.seek(0, 2) if size is None else size
-    tables, header = _read_tables(stream, path, size)
+    tables, header = _read_tables(stream, path, size, available)
     header["osabi"] = head[7]
     return _build_info(tables, header, machine, path)
 
 
-def _read_tables(stream: BinaryIO, path: str, size: int) -> tuple[_Tables, dict[str, int]]:
+def _read_tables(
+    stream: BinaryIO, path: str, size: int, available: list[tuple[int, int]] | None
+) -> tuple[_Tables, dict[str, int]]:
     # pyelftools is imported here, not at module import: the runtime never needs it.
     from elftools.common.exceptions import ELFError as PyElfError
     from elftools.elf.elffile import ELFFile
@@ -140,10 +151,12 @@ def _read_tables(stream: BinaryIO, path: str, size: int) -> tuple[_Tables, dict[
     def raw(hdr: Any) -> bytes:
         if hdr is None or hdr["sh_type"] == "SHT_NOBITS":
             return b""
-        end = hdr["sh_offset"] + hdr["sh_size"]
+        start, end = hdr["sh_offset"], hdr["sh_offset"] + hdr["sh_size"]
         if end > size:
             raise ElfError("truncated", path, f"truncated ELF: a section ends at byte {end}, the file has {size}")
-        stream.seek(hdr["sh_offset"])
+        if available is not None and not any(lo <= start and end <= hi for lo, hi in available):
+            raise CaptureMiss("capture", path, f"section at {start}-{end} lies outside the captured ranges")
+        stream.seek(start)
         return stream.read(hdr["sh_size"])
 
     # Sections are found by type, not by name: the scan of a streamed member keeps only the
@@ -161,7 +174,7 @@ def _read_tables(stream: BinaryIO, path: str, size: int) -> tuple[_Tables, dict[
         verdef=raw(verdef),
         verdef_count=int(verdef["sh_info"]) if verdef is not None else 0,
         dynamic=raw(by_type.get("SHT_DYNAMIC")),
-        build_id=b"".join(raw(h) for h in headers if h["sh_type"] == "SHT_NOTE"),
+        build_id=b"".join(raw(h) for h in headers if h["sh_type"] == "SHT_NOTE" and h["sh_flags"] & SHF_ALLOC),
         comment=raw(_comment_section(headers, names)),
     )
     return tables, header
@@ -200,15 +213,18 @@ def capture_ranges(head: bytes) -> list[tuple[int, int]] | None:
     ranges = [(0, 64), (phoff, phoff + phnum * 56), (shoff, shoff + shnum * shentsize)]
     loads = []
     for i in range(phnum):
-        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", head, phoff + i * 56)
+        p_type, p_flags, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", head, phoff + i * 56)
         if p_type == PT_LOAD:
-            loads.append((p_offset, p_offset + p_filesz))
+            loads.append((p_offset, p_offset + p_filesz, p_flags))
         elif p_type in (PT_DYNAMIC, PT_NOTE):
             ranges.append((p_offset, p_offset + p_filesz))
     if not loads:
         return None
-    ranges.append(loads[0])
-    last_end = max(end for _, end in loads)
+    # The dynamic tables live in the read-only (neither W nor X) segments; old layouts
+    # without separate code segments put them in the first segment, text and all.
+    read_only = [(lo, hi) for lo, hi, flags in loads if not flags & (PF_W | PF_X)]
+    ranges.extend(read_only or [loads[0][:2]])
+    last_end = max(hi for _, hi, _ in loads)
     ranges.append((last_end, last_end + TAIL_CAPTURE))
     return _merge(ranges)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from triton_backend_runtime.manifest import Artifact
 
 from .artifacts import ArtifactSink, artifact_from_file, read_into
-from .elf import ELF_MAGIC
+from .elf import ELF_MAGIC, CaptureMiss
 from .errors import InputError, TrustError, WheelError
 
 #: Names that must be ELF when present: libfoo.so, libfoo.so.1, libMLIR.so.24.0git.
@@ -95,6 +95,17 @@ def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | T
             yield from _scan_member(archive, info, f"{wheel}!{info.filename}", progress)
 
 
+def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, named_so: bool, *,
+                   sparse: bool) -> Artifact:
+    sink = ArtifactSink(info.filename, display, sparse=sparse)
+    try:
+        with archive.open(info) as stream:
+            read_into(sink, stream)  # type: ignore[arg-type]
+        return sink.finish(require_elf=named_so)
+    finally:
+        sink.close()
+
+
 def _scan_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
 ) -> Iterator[Artifact | TrustError]:
@@ -102,14 +113,14 @@ def _scan_member(
     try:
         with archive.open(info) as stream:
             head = stream.read(4)
-            if head != ELF_MAGIC and not named_so:
-                return
-            if progress:
-                progress(display)
-            sink = ArtifactSink(info.filename, display)
-            sink.update(head)
-            read_into(sink, stream)  # type: ignore[arg-type]
-        yield sink.finish(require_elf=named_so)
+        if head != ELF_MAGIC and not named_so:
+            return
+        if progress:
+            progress(display)
+        try:
+            yield _stream_member(archive, info, display, named_so, sparse=True)
+        except CaptureMiss:
+            yield _stream_member(archive, info, display, named_so, sparse=False)
     except TrustError as exc:
         yield exc
     except (zipfile.BadZipFile, OSError, EOFError) as exc:

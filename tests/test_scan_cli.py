@@ -6,6 +6,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from conftest import ElfFixtures, patched_copy, run_cli
 
 
@@ -73,3 +74,42 @@ def test_help_and_usage() -> None:
     assert run_cli("scan", "--help").returncode == 0
     assert run_cli("scan").returncode == 2
     assert run_cli("--version").returncode == 0
+
+
+def _stream_scan(path: Path, sparse: bool = True) -> object:
+    from backend_packager.artifacts import ArtifactSink
+
+    sink = ArtifactSink(path.name, str(path), sparse=sparse)
+    data = path.read_bytes()
+    for start in range(0, len(data), 4096):  # small chunks: ranges straddle chunk edges
+        sink.update(data[start : start + 4096])
+    return sink.finish()
+
+
+def test_streamed_sparse_scan_equals_file_scan(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    from conftest import CSRC, gcc
+
+    from backend_packager.artifacts import artifact_from_file
+
+    # The old single-segment layout (text and dynamic tables in one R+X segment) as well.
+    old = gcc(tmp_path / "libold_layout.so", str(CSRC / "exports.c"), "-lm", "-Wl,-z,noseparate-code")
+    for lib in (elf_files.exports, elf_files.plugin_v2, elf_files.pyext, elf_files.runpath, elf_files.versioned, old):
+        assert _stream_scan(lib) == artifact_from_file(lib, lib.name), lib
+
+
+def test_capture_miss_falls_back_to_whole_file(elf_files: ElfFixtures, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    from backend_packager import elf
+    from backend_packager.artifacts import artifact_from_file
+
+    monkeypatch.setattr(elf, "TAIL_CAPTURE", 0)  # .comment is no longer captured
+    with pytest.raises(elf.CaptureMiss):
+        _stream_scan(elf_files.exports)
+    assert _stream_scan(elf_files.exports, sparse=False) == artifact_from_file(elf_files.exports, "libexports.so")
+    wheel = tmp_path / "demo-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(elf_files.exports, "demo/libexports.so")
+    from backend_packager.scan import scan_paths
+
+    (record,) = scan_paths([wheel]).artifacts
+    assert record.elf == artifact_from_file(elf_files.exports, "x").elf

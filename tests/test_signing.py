@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from conftest import ElfFixtures
 from test_manifest_schema import sample
-
-from backend_packager import signing
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import SignatureError, TrustStoreError
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore, parse_key_file, parse_key_line
 
+from backend_packager import signing
+
 
 @pytest.fixture()
 def keypair(tmp_path: Path) -> tuple[signing.SigningKey, Path]:
-    pub = signing.generate(tmp_path / "key.pem", tmp_path / "key.pub", "test key", None)
+    signing.generate(tmp_path / "key.pem", tmp_path / "key.pub", "test key", None)
     assert (tmp_path / "key.pem").stat().st_mode & 0o777 == 0o600
     return signing.load(tmp_path / "key.pem"), tmp_path / "key.pub"
 

@@ -1,0 +1,293 @@
+"""``backend-packager migrate``: legacy wheels built here with setuptools, bad inputs, determinism."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import ElfFixtures, run_cli
+from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, pip_install, rezip
+
+DRIVER_C = """
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+"""
+COMPILER_PY = "from triton.backends.compiler import BaseBackend\n\n\nclass {cls}Backend(BaseBackend):\n    pass\n"
+DRIVER_PY = "from triton.backends.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
+
+
+def _write_project(root: Path, name: str, package: str, plugin: Path, entry_point: str | None) -> Path:
+    """A legacy setuptools backend: compiler.py, driver.py, a C extension, a plugin .so."""
+    pkg = root / package.replace(".", "/")
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    cls = name.title().replace("-", "")
+    (pkg / "compiler.py").write_text(COMPILER_PY.format(cls=cls))
+    (pkg / "driver.py").write_text(DRIVER_PY.format(cls=cls))
+    (pkg / "_native.c").write_text(DRIVER_C)
+    (pkg / "lib").mkdir()
+    shutil.copy(plugin, pkg / "lib" / "libdemo_plugin.so")
+    eps = f'\n[project.entry-points."triton.backends"]\n{entry_point} = "{package}"\n' if entry_point else ""
+    (root / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "1.0"\nrequires-python = ">=3.10"\n'
+        f'dependencies = ["triton>=3.2"]\n{eps}\n'
+        f'[tool.setuptools]\npackages = ["{package}"]\n'
+        f'[tool.setuptools.package-data]\n"{package}" = ["lib/*.so"]\n'
+    )
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        f"setup(ext_modules=[Extension('{package}._native', ['{package.replace('.', '/')}/_native.c'])])\n"
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def legacy(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> dict[str, Path]:
+    """Three legacy wheels: declared entry points, none, and the directory-scan layout."""
+    base = tmp_path_factory.mktemp("legacy")
+    specs = {
+        "with_ep": ("legacy-ep-backend", "legacy_ep_backend", "legacyep"),
+        "no_ep": ("legacy-noep-backend", "legacy_noep_backend", None),
+        "dir_scan": ("triton-fork-backend", "triton.backends.forkgpu", None),
+    }
+    wheels = {}
+    for key, (name, package, entry_point) in specs.items():
+        project = _write_project(base / key, name, package, elf_files.plugin_v2, entry_point)
+        wheels[key] = built_wheel(project, base / f"{key}-dist", build_env(None))
+    return wheels
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Keypair:
+    return keygen(tmp_path_factory.mktemp("keys"), "migrate-test")
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def migrate(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("migrate", *args)
+
+
+def verify(wheel: Path, key: Keypair) -> subprocess.CompletedProcess[str]:
+    return run_cli("verify", str(wheel), "--trust", str(key.public))
+
+
+def entry_points_of(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        return archive.read(name).decode()
+
+
+def test_declared_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["with_ep"]
+    before = sha(src)
+    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (outcome,) = json.loads(proc.stdout)["wheels"]
+    assert outcome["status"] == "migrated"
+    assert outcome["backends"] == ["legacyep"]
+    assert outcome["plugins"] == ["legacy_ep_backend/lib/libdemo_plugin.so"]
+    out = tmp_path / src.name
+    assert verify(out, key).returncode == 0, verify(out, key).stdout
+    assert sha(src) == before
+    info = json.loads(run_cli("inspect", "--json", str(out)).stdout)
+    assert json.dumps(info).count("legacy_ep_backend.compiler:LegacyEpBackendBackend") == 1
+
+
+def test_no_entry_points_needs_backend_flag_then_installs(legacy: dict[str, Path], key: Keypair,
+                                                          tmp_path: Path) -> None:
+    src = legacy["no_ep"]
+    plain = migrate(str(src), "-o", str(tmp_path / "plain"), "--key", str(key.private), "--json")
+    assert json.loads(plain.stdout)["wheels"][0]["backends"] == []
+    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private),
+                   "--backend", "noep=legacy_noep_backend")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / src.name
+    assert "noep = legacy_noep_backend" in entry_points_of(out)
+    assert verify(out, key).returncode == 0
+    python = fresh_venv(tmp_path / "venv")
+    pip_install(python, str(out))
+    code = ("from importlib.metadata import entry_points; "
+            "print(sorted((e.name, e.value) for e in entry_points(group='triton.backends')))")
+    seen = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == "[('noep', 'legacy_noep_backend')]"
+
+
+def test_directory_scan_layout_gets_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["dir_scan"]
+    assert "triton.backends" not in (entry_points_of(src) if _has_entry_points(src) else "")
+    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["wheels"][0]["backends"] == ["forkgpu"]
+    out = tmp_path / src.name
+    assert "forkgpu = triton.backends.forkgpu" in entry_points_of(out)
+    assert verify(out, key).returncode == 0
+
+
+def _has_entry_points(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as archive:
+        return any(n.endswith("entry_points.txt") for n in archive.namelist())
+
+
+def test_hash_only_without_key_then_resign(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["with_ep"]
+    proc = migrate(str(src), "-o", str(tmp_path / "a"))
+    assert proc.returncode == 0
+    assert "hash-only" in proc.stderr
+    unsigned = tmp_path / "a" / src.name
+    check = verify(unsigned, key)
+    assert check.returncode == 1 and "not signed" in check.stdout
+    proc = migrate(str(unsigned), "-o", str(tmp_path / "b"), "--key", str(key.private))
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("re-signed")
+    assert "re-scanned and re-signed" in proc.stderr
+    assert verify(tmp_path / "b" / src.name, key).returncode == 0
+
+
+def test_directory_of_wheels_in_parallel(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for wheel in legacy.values():
+        shutil.copy(wheel, inputs)
+    proc = migrate(str(inputs), "-o", str(tmp_path / "out"), "--key", str(key.private), "--jobs", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failed"] == 0
+    assert sorted(Path(w["output"]).name for w in summary["wheels"]) == sorted(w.name for w in legacy.values())
+    plain = migrate(str(inputs), "-o", str(tmp_path / "out2"), "--key", str(key.private))
+    assert plain.stdout.count("migrated ") == 3  # not a terminal: one plain line per wheel
+
+
+def test_same_wheel_twice_is_byte_identical(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["dir_scan"]
+    for run in ("one", "two"):
+        assert migrate(str(src), "-o", str(tmp_path / run), "--key", str(key.private), "--jobs", "2").returncode == 0
+    assert (tmp_path / "one" / src.name).read_bytes() == (tmp_path / "two" / src.name).read_bytes()
+
+
+def test_output_members_are_raw_copies_in_order(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["with_ep"]
+    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    with zipfile.ZipFile(src) as before, zipfile.ZipFile(tmp_path / src.name) as after:
+        assert after.testzip() is None
+        names = after.namelist()
+        dist = [n for n in names if ".dist-info/" in n]
+        assert names[-len(dist):] == dist and dist[-1].endswith("RECORD")
+        for info in before.infolist():
+            if ".dist-info/" not in info.filename:
+                assert after.getinfo(info.filename).compress_size == info.compress_size
+                assert after.getinfo(info.filename).CRC == info.CRC
+                assert not after.getinfo(info.filename).flag_bits & 0x8
+
+
+def test_foreign_binaries_are_listed_not_scanned(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    def add(members: dict[str, bytes]) -> None:
+        members["legacy_ep_backend/lib/helper.dll"] = b"MZ\x90\x00" + bytes(200)
+        members["legacy_ep_backend/lib/libmac.dylib"] = b"\xcf\xfa\xed\xfe" + bytes(200)
+
+    src = rezip(legacy["with_ep"], tmp_path / legacy["with_ep"].name, add)
+    proc = migrate(str(src), "-o", str(tmp_path / "out"), "--key", str(key.private))
+    assert proc.returncode == 0, proc.stderr
+    assert "helper.dll: unsupported binary format" in proc.stderr
+    assert "libmac.dylib: unsupported binary format" in proc.stderr
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def _patch_central_size(wheel: Path, member: str, size: int) -> None:
+    data = bytearray(wheel.read_bytes())
+    at = data.index(b"PK\x01\x02")
+    while data[at + 46 : at + 46 + len(member)] != member.encode():
+        at = data.index(b"PK\x01\x02", at + 4)
+    data[at + 24 : at + 28] = size.to_bytes(4, "little")
+    wheel.write_bytes(bytes(data))
+
+
+def _bad_wheels(good: Path, tmp: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (wheel, expected message part)."""
+    out: dict[str, tuple[Path, str]] = {}
+    tmp.mkdir(parents=True)
+    name = good.name
+    with zipfile.ZipFile(good) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    dist = next(n.split("/")[0] for n in members if ".dist-info/" in n)
+
+    def write(label: str, entries: list[tuple[zipfile.ZipInfo | str, bytes]], message: str) -> None:
+        path = tmp / label / name
+        path.parent.mkdir()
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for info, data in entries:
+                archive.writestr(info, data)
+        out[label] = (path, message)
+
+    items = list(members.items())
+    (tmp / "notzip").mkdir()
+    (tmp / "notzip" / name).write_text("plain text")
+    out["notzip"] = (tmp / "notzip" / name, "not a zip file")
+    (tmp / "truncated").mkdir()
+    (tmp / "truncated" / name).write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    out["truncated"] = (tmp / "truncated" / name, "truncated")
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        write("duplicate", [*items, (items[0][0], b"again")], "duplicate member name")
+    write("absolute", [*items, ("/etc/evil.py", b"x")], "absolute or '..' member name")
+    write("dotdot", [*items, ("legacy_ep_backend/../../evil.py", b"x")], "absolute or '..' member name")
+    link = zipfile.ZipInfo("legacy_ep_backend/link.so")
+    link.external_attr = 0o120777 << 16
+    write("symlink", [*items, (link, b"/usr/lib/libc.so.6")], "symlink members are not allowed")
+    write("no-record", [(n, d) for n, d in items if not n.endswith("RECORD")], "the wheel has no RECORD")
+    write("bad-record", [(n, b"a,b\n" if n.endswith("RECORD") else d) for n, d in items], "expected 3 fields")
+    write("no-wheel", [(n, d) for n, d in items if not n.endswith(".dist-info/WHEEL")], "the wheel has no WHEEL")
+    write("bad-wheel", [(n, b"Generator: x\n" if n.endswith(".dist-info/WHEEL") else d) for n, d in items],
+          "WHEEL has no Wheel-Version")
+    rename = tmp / "renamed" / name.replace("-1.0-", "-2.0-")
+    rename.parent.mkdir()
+    shutil.copy(good, rename)
+    out["renamed"] = (rename, "METADATA says 1.0")
+    tampered = [(n, d + b"\n# edited" if n.endswith("compiler.py") else d) for n, d in items]
+    write("corrupt", tampered, "sha256 differs from RECORD")
+    bomb = tmp / "bomb" / name
+    bomb.parent.mkdir()
+    shutil.copy(good, bomb)
+    _patch_central_size(bomb, f"{dist}/METADATA", 0xFFFFFF00)
+    out["bomb"] = (bomb, "zip bomb")
+    return out
+
+
+def test_bad_inputs_fail_cleanly(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    cases = _bad_wheels(legacy["with_ep"], tmp_path / "bad")
+    for label, (wheel, message) in cases.items():
+        before = sha(wheel)
+        out = tmp_path / "out" / label
+        proc = migrate(str(wheel), "-o", str(out), "--key", str(key.private))
+        assert proc.returncode == 1, label
+        assert "Traceback" not in proc.stderr, label
+        assert message in proc.stderr, (label, proc.stderr)
+        assert str(wheel) in proc.stderr, label
+        assert list(out.iterdir()) == [], label  # no output, not even a temporary file
+        assert sha(wheel) == before, label
+
+
+def test_bad_member_is_named(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    cases = _bad_wheels(legacy["with_ep"], tmp_path / "bad")
+    wheel, _ = cases["corrupt"]
+    proc = migrate(str(wheel), "-o", str(tmp_path / "out"), "--key", str(key.private))
+    assert f"{wheel}!legacy_ep_backend/compiler.py" in proc.stderr
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert migrate(str(tmp_path / "absent.whl"), "-o", str(tmp_path)).returncode == 1
+    assert migrate("-o", str(tmp_path)).returncode == 2
+    assert run_cli("migrate", "--help").returncode == 0
+    proc = migrate(str(tmp_path), "-o", str(tmp_path / "o"), "--backend", "nonsense")
+    assert proc.returncode == 2 and "NAME=PACKAGE" in proc.stderr

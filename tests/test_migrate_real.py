@@ -1,0 +1,58 @@
+"""Migrating real wheels from the package index (cached outside the repo; CI runs these)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from projects import Keypair, fresh_venv, keygen, pip_install
+
+pytestmark = pytest.mark.triton_wheel
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Keypair:
+    return keygen(tmp_path_factory.mktemp("keys"), "real-wheels")
+
+
+@pytest.fixture(scope="module")
+def migrated_triton(triton_wheel: Path, key: Keypair, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("migrated")
+    proc = run_cli("migrate", str(triton_wheel), "-o", str(out), "--key", str(key.private), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (outcome,) = json.loads(proc.stdout)["wheels"]
+    assert outcome["backends"] == ["amd", "nvidia"]
+    return Path(outcome["output"])
+
+
+def test_triton_verifies(migrated_triton: Path, key: Keypair) -> None:
+    proc = run_cli("verify", str(migrated_triton), "--trust", str(key.public))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_triton_installs_and_imports(migrated_triton: Path, tmp_path: Path) -> None:
+    python = fresh_venv(tmp_path / "venv")
+    pip_install(python, str(migrated_triton))
+    code = "import triton, triton.backends as b; print(sorted(b.backends))"
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['amd', 'nvidia']"
+
+
+def test_utlx_plugin_needs_libtriton(key: Keypair, tmp_path: Path) -> None:
+    from _wheels import fetch_wheel
+
+    wheel = fetch_wheel("triton-utlx==3.8.0.post16")
+    proc = run_cli("migrate", str(wheel), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = Path(json.loads(proc.stdout)["wheels"][0]["output"])
+    assert run_cli("verify", str(out), "--trust", str(key.public)).returncode == 0
+    manifest = json.loads(run_cli("inspect", "--json", str(out)).stdout)
+    manifest = manifest.get("manifest", manifest)
+    assert {"path": "utlx_plugin/libutlx.so", "api": "v2", "name": None} in manifest["plugins"]
+    (lib,) = [a for a in manifest["artifacts"] if a["path"] == "utlx_plugin/libutlx.so"]
+    assert "libtriton.so" in lib["elf"]["needed"]
+    assert lib["elf"]["plugin"]["api"] == "v2"
