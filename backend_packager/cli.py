@@ -150,7 +150,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     plain = not bar.enabled and not args.json
 
     def done(outcome: Any) -> None:
-        bar.on_wheel()
+        bar.on_wheel(outcome.source)
         if plain:
             _print_outcome(outcome)
 

@@ -20,7 +20,9 @@ class WheelProgress:
         self.stream = stream
         self.enabled = stream.isatty() if enabled is None else enabled
         self.total_wheels = len(wheels)
-        self.total_bytes = sum(w.stat().st_size for w in wheels) or 1
+        self.sizes = {w: w.stat().st_size for w in wheels}
+        self.seen = dict.fromkeys(wheels, 0)
+        self.total_bytes = sum(self.sizes.values()) or 1
         self.done_wheels = 0
         self.done_bytes = 0
         self.current = ""
@@ -30,12 +32,15 @@ class WheelProgress:
     def on_bytes(self, wheel: Path, member: str, nbytes: int) -> None:
         with self._lock:
             self.done_bytes += nbytes
+            self.seen[wheel] = self.seen.get(wheel, 0) + nbytes
             self.current = member
             self._draw()
 
-    def on_wheel(self) -> None:
+    def on_wheel(self, wheel: Path) -> None:
+        """A wheel is finished (or failed): count the rest of its bytes (headers, skipped work)."""
         with self._lock:
             self.done_wheels += 1
+            self.done_bytes += max(self.sizes.get(wheel, 0) - self.seen.get(wheel, 0), 0)
             self._draw(force=True)
 
     def _draw(self, force: bool = False) -> None:
@@ -46,7 +51,7 @@ class WheelProgress:
         share = min(self.done_bytes / self.total_bytes, 1.0)
         bar = "#" * int(share * 30)
         line = (f"[{bar:<30}] {share:4.0%} {self.done_wheels}/{self.total_wheels} wheels "
-                f"{self.done_bytes / 1e6:.0f}/{self.total_bytes / 1e6:.0f} MB {self.current[-40:]}")
+                f"{self.done_bytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB {self.current[-40:]}")
         self.stream.write("\r\x1b[K" + line)
         self.stream.flush()
 

@@ -291,3 +291,29 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert run_cli("migrate", "--help").returncode == 0
     proc = migrate(str(tmp_path), "-o", str(tmp_path / "o"), "--backend", "nonsense")
     assert proc.returncode == 2 and "NAME=PACKAGE" in proc.stderr
+
+
+def test_progress_bar_on_a_terminal(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    import os
+    import pty
+    import sys
+
+    master, slave = pty.openpty()
+    exe = Path(sys.executable).parent / "backend-packager"
+    proc = subprocess.Popen([str(exe), "migrate", str(legacy["with_ep"]), "-o", str(tmp_path), "--key",
+                             str(key.private)], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    stdout, _ = proc.communicate()
+    assert proc.returncode == 0
+    assert b"1/1 wheels" in screen and b"100%" in screen
+    assert stdout.decode().startswith("migrated ")
