@@ -35,6 +35,7 @@ test-quick: setup
 
 bench: setup
 	$(BIN)/python bench/bench_scan.py
+	$(BIN)/python bench/bench_build.py
 
 clean:
 	rm -rf $(VENV) build dist

@@ -198,7 +198,8 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
         wheel = Path(tmp) / name
         if cfg.repair == "auditwheel" and kind == "wheel":
             wheel = auditwheel_repair(wheel, Path(tmp) / "repaired")
-        out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg), key, epoch=source_date_epoch())
+        out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, editable=kind == "editable"), key,
+                            epoch=source_date_epoch())
     return out.name
 
 
@@ -222,18 +223,19 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
     return None
 
 
-def _planner(cfg: config_mod.Config) -> Callable[[WheelContents], Injection]:
+def _planner(cfg: config_mod.Config, *, editable: bool) -> Callable[[WheelContents], Injection]:
     def plan(contents: WheelContents) -> Injection:
         for warning in contents.warnings:
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
-        return Injection(build_manifest(contents, cfg), entry_points_for(contents.entry_points, cfg))
+        return Injection(build_manifest(contents, cfg, editable=editable), entry_points_for(contents.entry_points, cfg))
 
     return plan
 
 
-def build_manifest(contents: WheelContents, cfg: config_mod.Config) -> m.Manifest:
+def build_manifest(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False) -> m.Manifest:
     """The manifest of a freshly built wheel: identity from the wheel, intent from the config."""
-    for spec in cfg.backends:
+    # An editable wheel holds a path hook, not the package: there is nothing to look for in it.
+    for spec in () if editable else cfg.backends:
         _check_backend_package(spec, contents)
     found = {b.name: b for b in assemble.find_backends(contents, cfg.entry_points()).backends}
     backends = [replace(found[s.name], targets=list(s.targets)) for s in cfg.backends]

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CSRC = Path(__file__).resolve().parent / "csrc"
 sys.path.insert(0, str(ROOT / "bench"))
 
+import projects  # noqa: E402
 from _wheels import fetch_wheel  # noqa: E402
 
 
@@ -82,3 +83,19 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the installed console script, as a user would."""
     exe = Path(sys.executable).parent / "backend-packager"
     return subprocess.run([str(exe), *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> projects.Keypair:
+    return projects.keygen(tmp_path_factory.mktemp("keys"), "vendor")
+
+
+@pytest.fixture(scope="session")
+def example_wheels(tmp_path_factory: pytest.TempPathFactory, signing_key: projects.Keypair) -> dict[str, Path]:
+    """Each example under examples/, built once with `python -m build --wheel` and signed."""
+    wheels = {}
+    for name in ("setuptools_backend", "scikit_build_backend"):
+        base = tmp_path_factory.mktemp(name)
+        project = projects.copy_example(name, base / "src")
+        wheels[name] = projects.built_wheel(project, base / "dist", projects.build_env(signing_key))
+    return wheels

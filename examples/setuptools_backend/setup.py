@@ -18,6 +18,13 @@ class build_shared_library(build_ext):
     def get_export_symbols(self, ext):
         return ext.export_symbols  # no PyInit_ function to export
 
+    def copy_extensions_to_source(self):
+        # Editable installs copy the library into the source tree: lib/ is not a package there.
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            os.makedirs(build_py.get_package_dir(ext.name.rpartition(".")[0]), exist_ok=True)
+        super().copy_extensions_to_source()
+
 
 driver = Extension(
     "demo_backend.lib.libdemo_driver",

