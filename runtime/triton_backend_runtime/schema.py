@@ -109,13 +109,17 @@ def _decode_object(cls: type, value: Any, where: str) -> Any:
 
 def encode(obj: Any) -> Any:
     """Turn a dataclass tree into plain JSON values (dicts, lists, scalars)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    # Scalars first: they are most of a manifest (symbol names), and this runs per value.
+    if obj is None or isinstance(obj, str | int | float):
+        return obj
     if isinstance(obj, list | tuple):
         return [encode(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): encode(v) for k, v in obj.items()}
-    return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # vars() holds exactly the fields, in declaration order, for these plain dataclasses.
+        return {name: encode(value) for name, value in vars(obj).items()}
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
 def _json_type(tp: Any) -> str:
