@@ -88,6 +88,7 @@ class PluginEntry:
     reason: dict[str, str] | None = None
     signers: list[str] = field(default_factory=list)
     handed_over: str = ""
+    note: str = ""
 
 
 def _rule(item: Entry | PluginEntry, order: int) -> tuple[int, int, str, int]:
@@ -200,7 +201,7 @@ class Registry:
         return [
             PluginEntry(
                 dist, p["path"], p["file"], p["api"], p["name"], verdict["status"], p["exports"],
-                verdict["status"], verdict["problem"], verdict["signers"],
+                verdict["status"], verdict["problem"], verdict["signers"], note=verdict["note"],
             )
             for p in verdict["plugins"]
         ]
@@ -236,7 +237,7 @@ class Registry:
             elif item.state != "excluded":
                 item.state = "excluded"
                 if item.reason is None or item.trust != "rejected":
-                    why = item.reason["message"] if item.reason else getattr(item, "note", "") or item.trust
+                    why = item.reason["message"] if item.reason else item.note or item.trust
                     item.reason = PolicyError(
                         "not-verified", _where(item), f"policy {self.policy} admits only "
                         f"{', '.join(sorted(allowed))}; this one is {item.trust}: {why}"
