@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triton_backend_runtime import dsse
 from triton_backend_runtime import manifest as m
+from triton_backend_runtime.statement import manifest_from_statement
 
 from . import assemble
 from .errors import InputError, TrustError
@@ -116,25 +118,46 @@ def migrate_wheel(
 
 def _plan(contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome) -> Injection:
     found = assemble.find_backends(contents, overrides)
-    resigned = contents.existing_manifest is not None
-    provenance = m.Provenance(kind="migrate", source=f"{contents.name}-{contents.version}", source_sha256=None)
-    manifest = assemble.manifest_for(
-        contents,
-        found.backends,
-        requirements=m.Requirements(
-            triton=assemble.triton_requirement(contents), python=contents.metadata.get("Requires-Python")
-        ),
-        provenance=provenance,
-        epoch=epoch,
+    previous = _previous_manifest(contents, outcome)
+    backends = found.backends
+    requirements = m.Requirements(
+        triton=assemble.triton_requirement(contents), python=contents.metadata.get("Requires-Python")
     )
-    outcome.status = "re-signed" if resigned else "migrated"
-    outcome.backends = [b.name for b in found.backends]
+    provenance = m.Provenance(kind="migrate", source=f"{contents.name}-{contents.version}", source_sha256=None)
+    protocol = m.PROTOCOL_VERSION
+    if previous is not None and not overrides:
+        # Re-signing (e.g. after auditwheel repair): keep what the vendor declared.
+        backends, requirements = previous.backends, previous.requirements
+        provenance, protocol = previous.provenance, previous.protocol_version
+    manifest = assemble.manifest_for(
+        contents, backends, requirements=requirements, provenance=provenance, epoch=epoch, protocol_version=protocol
+    )
+    outcome.status = "re-signed" if contents.existing_manifest is not None else "migrated"
+    outcome.backends = [b.name for b in backends]
     outcome.plugins = [p.path for p in manifest.plugins]
     outcome.artifacts = len(manifest.artifacts)
     outcome.warnings.extend(contents.warnings)
-    if resigned:
-        outcome.warnings.append(f"{contents.dist_info}: already had a manifest: re-scanned and re-signed")
     return Injection(manifest, found.entry_points)
+
+
+def _previous_manifest(contents: WheelContents, outcome: Outcome) -> m.Manifest | None:
+    """The manifest already in the wheel, read WITHOUT checking its signature.
+
+    Only declarations are carried over (backends and their targets, requirements, protocol,
+    provenance); every fact about the files is scanned again, and the new signature is the
+    re-signer's own statement about all of it.
+    """
+    if contents.existing_manifest is None:
+        return None
+    where = f"{contents.dist_info}/{m.MANIFEST_FILENAME}"
+    try:
+        envelope = dsse.decode(contents.existing_manifest, where)
+        previous = manifest_from_statement(dsse.unverified_payload(envelope), where)
+    except TrustError as exc:
+        outcome.warnings.append(f"{exc}: rebuilt from the wheel's contents instead")
+        return None
+    outcome.warnings.append(f"{where}: already had a manifest: re-scanned and re-signed, declarations kept")
+    return previous
 
 
 def migrate_many(

@@ -317,3 +317,17 @@ def test_progress_bar_on_a_terminal(legacy: dict[str, Path], key: Keypair, tmp_p
     assert proc.returncode == 0
     assert b"1/1 wheels" in screen and b"100%" in screen
     assert stdout.decode().startswith("migrated ")
+
+
+def test_resigning_a_built_wheel_keeps_declarations(example_wheels: dict[str, Path], key: Keypair,
+                                                    tmp_path: Path) -> None:
+    built = example_wheels["setuptools_backend"]
+    before = json.loads(run_cli("inspect", "--json", str(built)).stdout)["manifest"]
+    proc = migrate(str(built), "-o", str(tmp_path), "--key", str(key.private))
+    assert proc.returncode == 0, proc.stderr
+    assert "declarations kept" in proc.stderr
+    after = json.loads(run_cli("inspect", "--json", str(tmp_path / built.name)).stdout)["manifest"]
+    assert after["backends"] == before["backends"] and after["backends"][0]["targets"] == ["demo"]
+    assert after["provenance"] == before["provenance"] and after["provenance"]["kind"] == "build"
+    assert after["requirements"] == before["requirements"]
+    assert verify(tmp_path / built.name, key).returncode == 0
