@@ -36,6 +36,7 @@ test-quick: setup
 bench: setup
 	$(BIN)/python bench/bench_scan.py
 	$(BIN)/python bench/bench_build.py
+	$(BIN)/python bench/bench_migrate.py
 
 clean:
 	rm -rf $(VENV) build dist
