@@ -136,7 +136,7 @@ class Registry:
             self.discovery = found
 
     def _verdicts(self, found: Discovery, rehash: bool) -> dict[str, dict[str, Any]]:
-        from .trust import trust_sources
+        from .trustpaths import trust_sources
 
         with_manifest = [d for d in found.distributions if d.manifest]
         if not with_manifest:

@@ -22,6 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .errors import TrustStoreError
+from .trustpaths import TRUSTED_KEYS_ENV, system_trust_dir, trust_sources, user_trust_dir
+
+__all__ = [
+    "TRUSTED_KEYS_ENV", "PublicKey", "TrustStore", "keyid_of", "load_trust_store", "parse_key_file", "parse_key_line",
+    "system_trust_dir", "trust_sources", "user_trust_dir",
+]
 
 KEY_ALGORITHM = "ed25519"
 
@@ -94,58 +100,6 @@ class TrustStore:
         except InvalidSignature:
             return f"signature by key {keyid[:16]} does not match the manifest"
         return None
-
-
-# --- Where trust comes from --------------------------------------------------------------
-#
-# A trust directory holds ``*.pub`` files (key lines, see above), an optional ``revoked``
-# file (one keyid per line; ``#`` comments) and an optional ``threshold`` file (an integer).
-# Three places are read, all of them, in this order:
-#
-# 1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
-# 2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
-# 3. ``TRITON_BACKEND_TRUSTED_KEYS``: key files or trust directories, ``os.pathsep``-separated.
-#
-# Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), and the
-# highest threshold configured anywhere applies: no location can weaken another.
-
-#: Environment variable naming extra key files or trust directories.
-TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
-TRUST_SUBDIR = ("triton-backend", "trusted")
-
-
-def system_trust_dir() -> str:
-    import sys
-
-    return os.path.join(sys.prefix, "etc", *TRUST_SUBDIR)
-
-
-def user_trust_dir(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, *TRUST_SUBDIR)
-
-
-def trust_sources(env: Mapping[str, str] | None = None) -> list[str]:
-    """Every file the trust store is read from, in order; missing locations are skipped.
-
-    Listing is cheap (no parsing, no cryptography): the verification cache keys on the
-    bytes of exactly these files.
-    """
-    env = os.environ if env is None else env
-    places = [system_trust_dir(), user_trust_dir(env)]
-    places += [p for p in env.get(TRUSTED_KEYS_ENV, "").split(os.pathsep) if p]
-    files: list[str] = []
-    for place in places:
-        if os.path.isdir(place):
-            try:
-                names = sorted(os.listdir(place))
-            except OSError:
-                continue
-            files += [os.path.join(place, n) for n in names if n.endswith(".pub") or n in ("revoked", "threshold")]
-        elif os.path.isfile(place):
-            files.append(place)
-    return files
 
 
 def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, list[TrustStoreError]]:

@@ -1,0 +1,139 @@
+"""What the runtime registry costs on `import triton`, as ratios measured in one run.
+
+Sets up a venv with the real triton==3.9.0 and, beside it, the same wheel migrated and
+signed by `backend-packager migrate` (so every backend verifies), then measures, runs
+interleaved, median of N:
+
+* `import triton` through the registry, every backend verified, warm cache, against the
+  unmodified `import triton` of the same files (target: <= 1.05);
+* cold (TRITON_BACKEND_REHASH=1: every artifact hashed, every signature checked) against warm;
+* discovery alone against `importlib.metadata.entry_points().select(group="triton.backends")`,
+  per call in one process, and first call including the module imports;
+* `python -X importtime`: the runtime's own modules on the warm path.
+
+Usage: python bench/bench_runtime.py [-n RUNS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _wheels import fetch_wheel  # noqa: E402
+
+PACKAGER = Path(sys.executable).parent / "backend-packager"
+
+DISCOVERY = """
+import time, sys
+t0 = time.perf_counter()
+if sys.argv[1] == "ours":
+    from triton_backend_runtime.discovery import discover
+    call = lambda: discover().candidates
+else:
+    from importlib.metadata import entry_points
+    call = lambda: list(entry_points().select(group="triton.backends"))
+found = call()
+first = time.perf_counter() - t0
+runs = []
+for _ in range(50):
+    t = time.perf_counter(); call(); runs.append(time.perf_counter() - t)
+runs.sort()
+print(first, runs[len(runs) // 2], len(found))
+"""
+
+
+def setup(work: Path) -> tuple[Path, Path, Path]:
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    wheel = fetch_wheel("triton==3.9.0")
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    subprocess.run([*pip, "packaging", "cryptography"], check=True)
+    key = work / "bench.pem"
+    subprocess.run([str(PACKAGER), "keygen", "-o", str(key)], check=True, capture_output=True)
+    subprocess.run([str(PACKAGER), "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
+                   check=True, capture_output=True)
+    site = work / "site"
+    subprocess.run([*pip, "--no-deps", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
+    env = _env(work, [site, ROOT / "runtime"])
+    subprocess.run([str(python), "-m", "triton_backend_runtime", "hook", "install"], check=True, env=env,
+                   capture_output=True)
+    return python, site, key.with_suffix(".pub")
+
+
+def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
+    env.update(PYTHONPATH=os.pathsep.join(map(str, paths)), TRITON_BACKEND_CACHE_DIR=str(work / "cache"),
+               XDG_CONFIG_HOME=str(work / "config"), **extra)
+    return env
+
+
+def wall(python: Path, env: dict[str, str], code: str = "import triton") -> float:
+    start = time.perf_counter()
+    done = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=15, help="runs per configuration (default 15)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
+        work = Path(tmp)
+        print("setting up a venv with triton 3.9.0 and its migrated, signed copy ...", file=sys.stderr)
+        python, site, pub = setup(work)
+        trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(pub), "TRITON_BACKEND_POLICY": "strict"}
+        configs = {
+            "unmodified": _env(work, [site]),  # the .pth finds no runtime: plain Triton
+            "warm": _env(work, [site, ROOT / "runtime"], **trusted),
+            "cold": _env(work, [site, ROOT / "runtime"], TRITON_BACKEND_REHASH="1", **trusted),
+        }
+        check = "import triton.backends as b; from triton_backend_runtime import registry as r;" \
+                "assert r.get().used_by_triton and {e.trust for e in r.get().entries} == {'verified'}, r.get().report()"
+        wall(python, configs["warm"], check)  # fills the cache; proves every backend verified
+        times: dict[str, list[float]] = {k: [] for k in configs}
+        for _ in range(args.n):
+            for name, env in configs.items():
+                times[name].append(wall(python, env))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        for name in configs:
+            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs")
+        print(f"ratio warm registry / unmodified import triton: {med['warm'] / med['unmodified']:.3f} (target <= 1.05)")
+        print(f"ratio cold (rehash) / warm:                      {med['cold'] / med['warm']:.2f}")
+
+        disc = {}
+        for which in ("ours", "entry_points"):
+            code = DISCOVERY
+            out = subprocess.run([str(python), "-c", code, which], env=configs["warm"], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            disc[which] = (float(out[0]), float(out[1]), int(out[2]))
+        ours, theirs = disc["ours"], disc["entry_points"]
+        print(f"discovery per call: ours {ours[1] * 1e3:.2f} ms, entry_points().select {theirs[1] * 1e3:.2f} ms, "
+              f"ratio {ours[1] / theirs[1]:.2f} (both found {ours[2]} / {theirs[2]})")
+        print(f"discovery first call incl. imports: ours {ours[0] * 1e3:.2f} ms, entry_points {theirs[0] * 1e3:.2f} "
+              f"ms, ratio {ours[0] / theirs[0]:.2f}")
+
+        done = subprocess.run([str(python), "-X", "importtime", "-c", "import triton"], env=configs["warm"],
+                              capture_output=True, text=True)
+        rows = [line.split("|") for line in done.stderr.splitlines() if "triton_backend_runtime" in line]
+        own = sum(int(r[0].split(":")[1]) for r in rows)
+        print(f"-X importtime, warm: triton_backend_runtime modules (self) {own / 1e3:.1f} ms in {len(rows)} modules:")
+        for row in rows:
+            print(f"   {int(row[0].split(':')[1]) / 1e3:6.2f} ms  {row[2].strip()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Where the trust store is read from (kept apart from :mod:`.trust` so that listing the
+files, which every ``import triton`` does, imports nothing heavy).
+
+A trust directory holds ``*.pub`` files (key lines, see :mod:`.trust`), an optional ``revoked``
+file (one keyid per line; ``#`` comments) and an optional ``threshold`` file (an integer).
+Three places are read, all of them, in this order:
+
+1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
+2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
+3. ``TRITON_BACKEND_TRUSTED_KEYS``: key files or trust directories, ``os.pathsep``-separated.
+
+Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), and the
+highest threshold configured anywhere applies: no location can weaken another.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+#: Environment variable naming extra key files or trust directories.
+TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
+TRUST_SUBDIR = ("triton-backend", "trusted")
+
+
+def system_trust_dir() -> str:
+    import sys
+
+    return os.path.join(sys.prefix, "etc", *TRUST_SUBDIR)
+
+
+def user_trust_dir(env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, *TRUST_SUBDIR)
+
+
+def trust_sources(env: Mapping[str, str] | None = None) -> list[str]:
+    """Every file the trust store is read from, in order; missing locations are skipped.
+
+    Listing is cheap (no parsing, no cryptography): the verification cache keys on the
+    bytes of exactly these files.
+    """
+    env = os.environ if env is None else env
+    places = [system_trust_dir(), user_trust_dir(env)]
+    places += [p for p in env.get(TRUSTED_KEYS_ENV, "").split(os.pathsep) if p]
+    files: list[str] = []
+    for place in places:
+        if os.path.isdir(place):
+            try:
+                names = sorted(os.listdir(place))
+            except OSError:
+                continue
+            files += [os.path.join(place, n) for n in names if n.endswith(".pub") or n in ("revoked", "threshold")]
+        elif os.path.isfile(place):
+            files.append(place)
+    return files
