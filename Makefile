@@ -1,12 +1,14 @@
 # Two entry points for a fresh machine:
 #   make demo   set everything up, build the example library, scan it, then scan a real wheel
 #   make test   set everything up and run every test (the same command CI runs)
+#   make story  keygen, build the example backend, migrate triton, install both with the runtime
+#               into build/story/venv, trust the key, print doctor
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-quick lint bench clean
+.PHONY: setup demo story test test-quick lint bench clean
 
 $(STAMP): pyproject.toml runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +24,21 @@ demo: setup
 	$(BIN)/backend-packager scan build/demo/libdemo_plugin.so
 	$(BIN)/python -c "import sys; sys.path.insert(0, 'bench'); from _wheels import fetch_wheel; print(fetch_wheel('triton==3.9.0'))" > build/demo/wheel-path
 	$(BIN)/backend-packager scan $$(cat build/demo/wheel-path)
+
+STORY := build/story
+
+story: setup
+	rm -rf $(STORY) && mkdir -p $(STORY)
+	$(BIN)/backend-packager keygen -o $(STORY)/vendor.pem --comment "story vendor"
+	BACKEND_PACKAGER_SIGNING_KEY=$(CURDIR)/$(STORY)/vendor.pem $(BIN)/python -m build --no-isolation --wheel -o $(STORY)/dist examples/setuptools_backend
+	$(BIN)/python -m build --no-isolation --wheel -o $(STORY)/dist runtime
+	$(BIN)/backend-packager migrate $$($(BIN)/python -c "import sys; sys.path.insert(0, 'bench'); from _wheels import fetch_wheel; print(fetch_wheel('triton==3.9.0'))") -o $(STORY)/signed --key $(STORY)/vendor.pem
+	$(PYTHON) -m venv $(STORY)/venv
+	$(STORY)/venv/bin/python -m pip install --quiet --no-deps $(STORY)/signed/triton-*.whl $(STORY)/dist/*.whl
+	$(STORY)/venv/bin/python -m pip install --quiet packaging cryptography
+	$(STORY)/venv/bin/python -m triton_backend_runtime trust add $(STORY)/vendor.pub
+	$(STORY)/venv/bin/python -m triton_backend_runtime hook install
+	TRITON_BACKEND_POLICY=strict $(STORY)/venv/bin/python -m triton_backend_runtime doctor
 
 lint: setup
 	$(BIN)/ruff check backend_packager runtime tests bench
