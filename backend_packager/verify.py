@@ -18,7 +18,6 @@ The checks are pure functions returning findings; the CLI only formats them.
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import zipfile
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from triton_backend_runtime.trust import TrustStore
 from . import entrypoints, records
 from .elf import ELF_MAGIC
 from .scan import SHARED_LIBRARY
-from .wheelfile import MAX_MEMBER_SIZE, WheelName, normalize_name
+from .wheelfile import MAX_MEMBER_SIZE, WheelArchive, WheelName, manifest_member, normalize_name
 
 CHUNK = 1 << 20
 
@@ -117,41 +116,18 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
 
 
 def read_wheel(path: Path) -> Wheel:
-    from .errors import WheelError
-
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise WheelError("not-zip", str(path), f"not a readable wheel (zip): {exc}") from None
-    with archive:
-        tops = {n.split("/")[0] for n in archive.namelist() if n.split("/")[0].endswith(".dist-info")}
-        if len(tops) != 1:
-            raise WheelError("dist-info", str(path), f"expected one .dist-info directory, found {len(tops)}")
-        dist_info = tops.pop()
-        members = {info.filename: _hash_member(archive, info, path) for info in archive.infolist()
-                   if not info.is_dir()}
-
-        def text(leaf: str) -> str:
-            try:
-                return archive.read(f"{dist_info}/{leaf}").decode("utf-8")
-            except KeyError:
-                raise WheelError("missing", f"{dist_info}/{leaf}", f"the wheel has no {leaf}") from None
-            except UnicodeDecodeError:
-                raise WheelError("malformed", f"{dist_info}/{leaf}", f"{leaf} is not UTF-8") from None
-
-        parser = email.parser.HeaderParser()
-        wheel_meta = parser.parsestr(text("WHEEL"))
-        ep_name = f"{dist_info}/entry_points.txt"
-        manifest_name = f"{dist_info}/{MANIFEST_FILENAME}"
+    """Read through :class:`WheelArchive` (its safety checks included), hashing every member."""
+    with WheelArchive(path, check_name=False) as archive, zipfile.ZipFile(path) as zf:
+        members = {info.filename: _hash_member(zf, info, path) for info in zf.infolist() if not info.is_dir()}
         return Wheel(
             file_name=path.name,
-            dist_info=dist_info,
+            dist_info=archive.dist_info,
             members=members,
-            record=records.parse(text("RECORD"), f"{dist_info}/RECORD"),
-            metadata=parser.parsestr(text("METADATA")),
-            tags=sorted(wheel_meta.get_all("Tag") or []),
-            entry_points=entrypoints.parse(text("entry_points.txt"), ep_name) if ep_name in members else {},
-            envelope=archive.read(manifest_name) if manifest_name in members else None,
+            record=archive.record,
+            metadata=archive.metadata,
+            tags=sorted(archive.wheel_meta.get_all("Tag") or []),
+            entry_points=archive.entry_points(),
+            envelope=archive.read(manifest_member(archive.dist_info)),
         )
 
 

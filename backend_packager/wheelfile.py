@@ -117,7 +117,9 @@ class Injection:
 class WheelArchive:
     """A validated input wheel. Holds the open zip: its state is real."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check_name: bool = True) -> None:
+        """Open and check ``path``; ``check_name=False`` leaves the name check to the caller
+        (``verify`` reports a renamed wheel as one finding among others)."""
         self.path = path
         self.display = str(path)
         try:
@@ -131,7 +133,9 @@ class WheelArchive:
             self.wheel_meta = self._headers("WHEEL")
             self.metadata = self._headers("METADATA")
             self.record = records.parse(self._text("RECORD"), f"{self.display}!{self.dist_info}/RECORD")
-            self._check_name()
+            problems = self.name_problems()
+            if check_name and problems:
+                raise WheelError("name-mismatch", self.display, "; ".join(problems))
         except BaseException:
             self._zip.close()
             raise
@@ -216,7 +220,7 @@ class WheelArchive:
                 raise WheelError("malformed", self.where(f"{self.dist_info}/{leaf}"), f"{leaf} has no {header}")
         return message
 
-    def _check_name(self) -> None:
+    def name_problems(self) -> list[str]:
         """File name, dist-info name, METADATA and WHEEL must all tell the same story."""
         name, version = self.metadata["Name"], self.metadata["Version"]
         expected = f"{normalize_name(name)}-{version}.dist-info"
@@ -230,8 +234,7 @@ class WheelArchive:
         tags = sorted(self.wheel_meta.get_all("Tag") or [])
         if sorted(self.wheel_name.tags) != tags:
             problems.append(f"file name tags {sorted(self.wheel_name.tags)} differ from WHEEL tags {tags}")
-        if problems:
-            raise WheelError("name-mismatch", self.display, "; ".join(problems))
+        return problems
 
     def entry_points(self) -> entrypoints.EntryPoints:
         name = f"{self.dist_info}/entry_points.txt"
