@@ -58,17 +58,26 @@ def main() -> None:
             return out.count(b"\n")
 
         def pyelftools() -> int:
-            # The same output as ours: sorted names of defined non-local symbols.
+            # The same facts as ours, through pyelftools' symbol objects: exports with type and
+            # binding, imports with weak/strong and their version index, sorted export names.
             from elftools.elf.elffile import ELFFile
 
             with lib.open("rb") as stream:
-                dynsym = ELFFile(stream).get_section_by_name(".dynsym")
-                names = sorted(
-                    s.name
-                    for s in dynsym.iter_symbols()
-                    if s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["bind"] != "STB_LOCAL"
-                )
-                return len(names)
+                elf = ELFFile(stream)
+                dynsym = elf.get_section_by_name(".dynsym")
+                versym = elf.get_section_by_name(".gnu.version")
+                exports, imports = [], []
+                for index, sym in enumerate(dynsym.iter_symbols()):
+                    bind, kind = sym["st_info"]["bind"], sym["st_info"]["type"]
+                    if index == 0 or bind == "STB_LOCAL":
+                        continue
+                    if sym["st_shndx"] == "SHN_UNDEF":
+                        version = versym.get_symbol(index)["ndx"] if versym else None
+                        imports.append((sym.name, bind == "STB_WEAK", version))
+                    else:
+                        exports.append((sym.name, kind, bind))
+                exports.sort()
+                return len(exports)
 
         counts = f"ours={ours()} nm={nm()} pyelftools={pyelftools()}"
         print(f"libtriton.so: {lib.stat().st_size / 1e6:.0f} MB; exports {counts}")
