@@ -8,6 +8,7 @@ line the runtime's trust store reads (see :mod:`triton_backend_runtime.trust`).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,13 @@ def load(path: Path) -> SigningKey:
 
 def seal(manifest: Manifest, key: SigningKey | None) -> bytes:
     """The envelope file for ``manifest``: signed by ``key``, or hash-only without one."""
+    return seal_with(manifest, [key] if key is not None else [])
+
+
+def seal_with(manifest: Manifest, keys: Sequence[SigningKey]) -> bytes:
+    """The envelope signed by every key in ``keys``, in order (DSSE allows several
+    signatures over one payload: a trust store with a threshold of N needs N of them)."""
     body = statement_bytes(manifest)
-    signatures: tuple[dsse.Signature, ...] = ()
-    if key is not None:
-        sig = key.private.sign(dsse.pae(dsse.PAYLOAD_TYPE, body))
-        signatures = (dsse.Signature(key.public.keyid, sig),)
+    message = dsse.pae(dsse.PAYLOAD_TYPE, body)
+    signatures = tuple(dsse.Signature(k.public.keyid, k.private.sign(message)) for k in keys)
     return dsse.encode(dsse.Envelope(body, dsse.PAYLOAD_TYPE, signatures))

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,9 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 sys.path.insert(0, str(ROOT / "bench"))
 
 import projects  # noqa: E402
+import triton_venv  # noqa: E402
 from _wheels import fetch_wheel  # noqa: E402
+from triton_venv import run_cli  # noqa: E402,F401  (tests import it from here)
 
 
 @dataclass
@@ -25,6 +28,7 @@ class ElfFixtures:
     exports: Path
     plugin_v2: Path
     plugin_v1: Path
+    plugin_shared: Path  # a v2 plugin Triton 3.9 accepts, exporting a strong symbol
     pyext: Path
     runpath: Path
     rpath: Path
@@ -45,6 +49,7 @@ def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
     exports = gcc(d / "libexports.so", str(CSRC / "exports.c"), "-lm", "-lpthread")
     plugin_v2 = gcc(d / "libdemo_plugin.so", str(CSRC / "plugin_v2.c"))
     plugin_v1 = gcc(d / "libold_plugin.so", str(CSRC / "plugin_v1.c"))
+    plugin_shared = gcc(d / "libshared_plugin.so", str(CSRC / "plugin_shared.c"))
     include = sysconfig.get_paths()["include"]
     pyext = gcc(d / "fastmod.cpython-ext.so", str(CSRC / "pyext.c"), f"-I{include}")
     runpath = gcc(
@@ -62,7 +67,9 @@ def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
     truncated.write_bytes(exports.read_bytes()[: exports.stat().st_size // 2])
     not_elf = d / "libnotelf.so"
     not_elf.write_text("this is a text file, not a shared library\n")
-    return ElfFixtures(d, exports, plugin_v2, plugin_v1, pyext, runpath, rpath, versioned, truncated, not_elf)
+    return ElfFixtures(
+        d, exports, plugin_v2, plugin_v1, plugin_shared, pyext, runpath, rpath, versioned, truncated, not_elf
+    )
 
 
 def patched_copy(src: Path, dst: Path, offset: int, value: bytes) -> Path:
@@ -79,12 +86,6 @@ def triton_wheel() -> Path:
     return fetch_wheel("triton==3.9.0")
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the installed console script, as a user would."""
-    exe = Path(sys.executable).parent / "backend-packager"
-    return subprocess.run([str(exe), *args], capture_output=True, text=True)
-
-
 @pytest.fixture(scope="session")
 def signing_key(tmp_path_factory: pytest.TempPathFactory) -> projects.Keypair:
     return projects.keygen(tmp_path_factory.mktemp("keys"), "vendor")
@@ -99,3 +100,11 @@ def example_wheels(tmp_path_factory: pytest.TempPathFactory, signing_key: projec
         project = projects.copy_example(name, base / "src")
         wheels[name] = projects.built_wheel(project, base / "dist", projects.build_env(signing_key))
     return wheels
+
+
+@pytest.fixture(scope="session")
+def venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path) -> Iterator[triton_venv.Venv]:
+    """One venv with the real triton for every runtime test module (installing costs ~20 s)."""
+    env = triton_venv.make_venv(tmp_path_factory.mktemp("venv"), triton_wheel)
+    yield env
+    env.cli("hook", "uninstall")

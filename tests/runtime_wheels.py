@@ -2,6 +2,7 @@
 
 Written with zipfile and a correct RECORD (PEP 376/427: ``path,sha256=<urlsafe b64>,size``,
 the RECORD row itself ``path,,``), then installed with pip like any other wheel.
+:func:`resign` re-signs a signed wheel's manifest, edited or not, with several keys.
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ import base64
 import hashlib
 import subprocess
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from projects import rezip
+from triton_backend_runtime import dsse
+from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.statement import manifest_from_statement
+
+from backend_packager import signing
 
 COMPILER = '''\
 from triton.backends.compiler import BaseBackend
@@ -111,3 +120,19 @@ def pip_install(python: Path, wheel: Path, target: Path) -> None:
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
         check=True, capture_output=True,
     )
+
+
+def resign(
+    wheel: Path, out_dir: Path, keys: Sequence[Path], edit: Callable[[Manifest], None] | None = None
+) -> Path:
+    """A copy of a wheel whose manifest is ``edit``-ed and signed by every key in ``keys``
+    (PEM files), as a vendor with several signers would publish it; RECORD rewritten."""
+    def change(members: dict[str, bytes]) -> None:
+        name = next(n for n in members if n.endswith(f".dist-info/{MANIFEST_FILENAME}"))
+        manifest = manifest_from_statement(dsse.unverified_payload(dsse.decode(members[name], name)), name)
+        if edit is not None:
+            edit(manifest)
+        members[name] = signing.seal_with(manifest, [signing.load(k) for k in keys])
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return rezip(wheel, out_dir / wheel.name, change)

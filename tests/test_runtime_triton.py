@@ -1,100 +1,23 @@
-"""The runtime registry against the real triton==3.9.0, installed in a venv of its own.
-
-One venv per module (triton installed once, with packaging and cryptography); the runtime
-comes from this repository through PYTHONPATH; each test's extra distributions are
-installed with pip into directories of their own, put in front on PYTHONPATH.
-"""
+"""The runtime registry against the real triton==3.9.0, in the shared venv (``triton_venv``):
+the hook, policies, migrated and signed wheels, tampering, conflicts, the patch, selection."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, ElfFixtures, run_cli
-from runtime_wheels import backend_files, pip_install, write_wheel
+from runtime_wheels import backend_files, pip_install, resign, write_wheel
+from triton_backend_runtime.manifest import Manifest
+from triton_venv import PROBE, Venv, backend_rows, migrate
 
 pytestmark = pytest.mark.triton_wheel
 
-RUNTIME = ROOT / "runtime"
 PATCH = ROOT / "hooks" / "triton-3.9-backends-registry.patch"
-
-PROBE = """
-import json, sys, warnings
-warnings.simplefilter("always")
-import triton.backends as tb
-table = {k: v.compiler.__module__ + "." + v.compiler.__name__ for k, v in tb.backends.items()}
-try:
-    from triton_backend_runtime import registry
-    report = registry.get().report()
-except ImportError:
-    report = None
-print(json.dumps({"table": table, "report": report}))
-"""
-
-
-@dataclass
-class Venv:
-    root: Path
-    python: Path
-    site: Path
-    home: Path  # XDG config/cache for the tests: the user's own trust store stays out
-    key: Path
-    pub: Path
-
-    def run(self, code: str, *paths: Path, runtime: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
-        pythonpath = [str(p) for p in paths] + ([str(RUNTIME)] if runtime else [])
-        full = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
-        full.update(
-            PYTHONPATH=os.pathsep.join(pythonpath), XDG_CONFIG_HOME=str(self.home / "config"),
-            TRITON_BACKEND_CACHE_DIR=str(self.home / "cache"), **env,
-        )
-        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, env=full)
-
-    def probe(self, *paths: Path, **env: str) -> dict:
-        done = self.run(PROBE, *paths, **env)
-        assert done.returncode == 0, done.stderr
-        return dict(json.loads(done.stdout.strip().splitlines()[-1]), stderr=done.stderr)
-
-    def cli(self, *args: str, paths: tuple[Path, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
-        code = f"import sys; from triton_backend_runtime.__main__ import main; sys.exit(main({list(args)!r}))"
-        return self.run(code, *paths, **env)
-
-
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path) -> Iterator[Venv]:
-    root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "v")], check=True)
-    python = root / "v" / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", str(triton_wheel)], check=True)
-    subprocess.run([*pip, "packaging", "cryptography"], check=True)
-    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = Path(subprocess.check_output([str(python), "-c", purelib], text=True).strip())
-    key = root / "keys" / "vendor.pem"
-    key.parent.mkdir()
-    assert run_cli("keygen", "-o", str(key), "--comment", "test vendor").returncode == 0
-    env = Venv(root, python, site, root / "home", key, key.with_suffix(".pub"))
-    install = env.cli("hook", "install")
-    assert install.returncode == 0, install.stderr
-    yield env
-    env.cli("hook", "uninstall")
-
-
-def _migrate(wheel: Path, out: Path, key: Path) -> Path:
-    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
-    assert done.returncode == 0, done.stderr
-    return out / wheel.name
-
-
-def _rows(result: dict, name: str) -> list[dict]:
-    return [r for r in result["report"]["backends"] if r["name"] == name]
 
 
 def test_hook_unmodified_triton_legacy_under_warn_refused_under_strict(venv: Venv) -> None:
@@ -135,7 +58,7 @@ def test_in_tree_discovery(venv: Venv) -> None:
 def migrated(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The triton wheel migrated and signed by `backend-packager migrate`, in a site of its own."""
     out = tmp_path_factory.mktemp("migrated")
-    wheel = _migrate(triton_wheel, out / "wheels", venv.key)
+    wheel = migrate(triton_wheel, out / "wheels", venv.key)
     pip_install(venv.python, wheel, out / "site")
     return out / "site"
 
@@ -159,8 +82,8 @@ def test_migrated_triton_verified_under_strict(venv: Venv, migrated: Path) -> No
     # untrusted key: under strict refused with the reason, under warn loaded as unverified
     untrusted = venv.probe(migrated, TRITON_BACKEND_POLICY="strict")
     assert untrusted["table"] == {}
-    assert "not a trusted key" in _rows(untrusted, "nvidia")[0]["reason"]["message"]
-    assert _rows(venv.probe(migrated), "nvidia")[0]["trust"] == "unverified"
+    assert "not a trusted key" in backend_rows(untrusted, "nvidia")[0]["reason"]["message"]
+    assert backend_rows(venv.probe(migrated), "nvidia")[0]["trust"] == "unverified"
 
 
 def test_legacy_only_keeps_triton_cache_key(venv: Venv) -> None:
@@ -176,8 +99,8 @@ def demo_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.Tem
     legacy = write_wheel(out / "legacy", "demo-backend", "1.0", files, {"demo": "demo_backend"})
     plugin = {"demo_plugin/__init__.py": b"", "demo_plugin/libdemo_plugin.so": elf_files.plugin_v2.read_bytes()}
     return {
-        "demo": _migrate(legacy, out / "signed", venv.key),
-        "plugin": _migrate(write_wheel(out / "legacy", "demo-plugin", "1.0", plugin), out / "signed", venv.key),
+        "demo": migrate(legacy, out / "signed", venv.key),
+        "plugin": migrate(write_wheel(out / "legacy", "demo-plugin", "1.0", plugin), out / "signed", venv.key),
         "other-nvidia": write_wheel(
             out / "legacy", "other-nvidia", "2.0", backend_files("other_nvidia", "Other", "cuda"),
             {"nvidia": "other_nvidia"},
@@ -194,14 +117,14 @@ def test_changed_byte_in_installed_so_rejected_under_strict(venv: Venv, demo_whe
     env = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub), "TRITON_BACKEND_POLICY": "strict"}
     before = venv.probe(tmp_path, **env)
     assert before["table"] == {"demo": "demo_backend.compiler.DemoBackend"}
-    assert _rows(before, "demo")[0]["trust"] == "verified"
+    assert backend_rows(before, "demo")[0]["trust"] == "verified"
     library = tmp_path / "demo_backend" / "lib" / "libexports.so"
     data = bytearray(library.read_bytes())
     data[len(data) // 2] ^= 0xFF
     library.write_bytes(bytes(data))  # same size: only the hash can tell
     after = venv.probe(tmp_path, **env)
     assert after["table"] == {}
-    row = _rows(after, "demo")[0]
+    row = backend_rows(after, "demo")[0]
     assert (row["trust"], row["state"]) == ("rejected", "excluded")
     assert row["reason"]["code"] == "verify.sha256" and row["reason"]["path"] == str(library)
     listed = venv.cli("list", "--json", paths=(tmp_path,), **env)
@@ -212,14 +135,14 @@ def test_unlisted_so_rejected(venv: Venv, demo_wheels: dict, tmp_path: Path, elf
     pip_install(venv.python, demo_wheels["demo"], tmp_path)
     extra = tmp_path / "demo_backend" / "libsneaky.so"
     shutil.copyfile(elf_files.exports, extra)
-    row = _rows(venv.probe(tmp_path, TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub)), "demo")[0]
+    row = backend_rows(venv.probe(tmp_path, TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub)), "demo")[0]
     assert row["reason"]["code"] == "verify.unlisted" and row["reason"]["path"] == str(extra)
 
 
 def test_second_distribution_declaring_nvidia(venv: Venv, demo_wheels: dict, tmp_path: Path) -> None:
     pip_install(venv.python, demo_wheels["other-nvidia"], tmp_path)
     result = venv.probe(tmp_path)
-    rows = {r["distribution"]: r for r in _rows(result, "nvidia")}
+    rows = {r["distribution"]: r for r in backend_rows(result, "nvidia")}
     assert set(rows) == {"triton", "other-nvidia"}
     # both legacy: the one earlier on sys.path wins (PYTHONPATH comes before site-packages)
     assert result["table"]["nvidia"] == "other_nvidia.compiler.OtherBackend"
@@ -233,15 +156,106 @@ def test_verified_beats_legacy_in_a_name_conflict(venv: Venv, demo_wheels: dict,
     pip_install(venv.python, demo_wheels["other-nvidia"], tmp_path)
     result = venv.probe(tmp_path, migrated, TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
     assert result["table"]["nvidia"] == "triton.backends.nvidia.compiler.CUDABackend"
-    rows = {r["distribution"]: r for r in _rows(result, "nvidia")}
+    rows = {r["distribution"]: r for r in backend_rows(result, "nvidia")}
     assert rows["other-nvidia"]["reason"]["code"] == "conflict.name"
+
+
+def _claim_targets(*targets: str) -> Callable[[Manifest], None]:
+    def edit(manifest: Manifest) -> None:
+        for backend in manifest.backends:
+            backend.targets = list(targets)
+
+    return edit
+
+
+@pytest.fixture(scope="module")
+def rival_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    key = tmp_path_factory.mktemp("rival") / "rival.pem"
+    assert run_cli("keygen", "-o", str(key), "--comment", "second signer").returncode == 0
+    return key
+
+
+def test_two_backends_claiming_one_target(venv: Venv, demo_wheels: dict, rival_key: Path, tmp_path: Path) -> None:
+    """Different distributions, different backend names, one target: the rule picks one."""
+    rival = write_wheel(
+        tmp_path / "legacy", "rival-backend", "1.0", backend_files("rival_backend", "Rival", "demo-gpu"),
+        {"rival": "rival_backend"},
+    )
+    signed = {
+        "demo": resign(demo_wheels["demo"], tmp_path / "t", [venv.key], _claim_targets("demo-gpu")),
+        "rival": resign(migrate(rival, tmp_path / "m", venv.key), tmp_path / "t", [venv.key],
+                        _claim_targets("demo-gpu", "rival-only")),
+        "rival-untrusted": resign(migrate(rival, tmp_path / "m", venv.key), tmp_path / "u", [rival_key],
+                                  _claim_targets("demo-gpu")),
+    }
+    sites = {name: tmp_path / "site" / name for name in signed}
+    for name, wheel in signed.items():
+        pip_install(venv.python, wheel, sites[name])
+    trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub)}
+
+    def outcome(*order: str) -> tuple[dict, dict]:
+        result = venv.probe(*(sites[n] for n in order), **trusted)
+        return result, {n: backend_rows(result, n)[0] for n in ("demo", "rival")}
+
+    # both verified: the one earlier on sys.path keeps the target, whichever it is
+    for first, second in (("demo", "rival"), ("rival", "demo")):
+        result, row = outcome(first, second)
+        assert row[first]["state"] == "loaded" and first in result["table"], result["stderr"]
+        loser = row[second]
+        assert (loser["trust"], loser["state"]) == ("verified", "excluded") and second not in result["table"]
+        assert loser["reason"]["code"] == "conflict.target"
+        assert "'demo-gpu'" in loser["reason"]["message"] and f"backend {first!r}" in loser["reason"]["message"]
+        assert "conflict.target" not in str(row[first]["reason"])
+        assert "BackendWarning" in result["stderr"] and "demo-gpu" in result["stderr"]
+    # verified beats unverified, even from later on sys.path
+    result, row = outcome("rival-untrusted", "demo")
+    assert (row["rival"]["trust"], row["rival"]["state"]) == ("unverified", "excluded")
+    assert row["rival"]["reason"]["code"] == "conflict.target" and row["demo"]["state"] == "loaded"
+    # without a shared target (the demo wheel as migrated claims none) both load
+    pip_install(venv.python, demo_wheels["demo"], tmp_path / "plain")
+    result = venv.probe(sites["rival-untrusted"], tmp_path / "plain", **trusted)
+    assert {"demo", "rival"} <= set(result["table"])
+
+
+def test_trust_threshold_of_two(venv: Venv, demo_wheels: dict, rival_key: Path, tmp_path: Path) -> None:
+    trust = tmp_path / "trusted"
+    trust.mkdir()
+    shutil.copyfile(venv.pub, trust / "vendor.pub")
+    shutil.copyfile(rival_key.with_suffix(".pub"), trust / "second.pub")
+    (trust / "threshold").write_text("2\n")
+    env = {"TRITON_BACKEND_TRUSTED_KEYS": str(trust), "TRITON_BACKEND_POLICY": "strict"}
+    wheels = {
+        "one": demo_wheels["demo"],
+        "same-key-twice": resign(demo_wheels["demo"], tmp_path / "twice", [venv.key, venv.key]),
+        "both": resign(demo_wheels["demo"], tmp_path / "both", [venv.key, rival_key]),
+    }
+    result = {}
+    for name, wheel in wheels.items():
+        pip_install(venv.python, wheel, tmp_path / name)
+        result[name] = venv.probe(tmp_path / name, **env)
+    for refused in ("one", "same-key-twice"):
+        row = backend_rows(result[refused], "demo")[0]
+        assert result[refused]["table"] == {} and (row["trust"], row["state"]) == ("rejected", "excluded")
+        assert row["reason"]["code"] == "signature.signature"
+        assert "1 of 2 required signatures" in row["reason"]["message"]
+    row = backend_rows(result["both"], "demo")[0]
+    assert result["both"]["table"] == {"demo": "demo_backend.compiler.DemoBackend"}
+    assert row["trust"] == "verified" and [s.split(" ", 1)[1] for s in row["signers"]] == [
+        "test vendor", "second signer"
+    ]
+    # the same two-signature wheel with the threshold back at 1: the cached verdict must not
+    # outlive the trust store it was made with
+    (trust / "threshold").unlink()
+    (trust / "second.pub").unlink()
+    row = backend_rows(venv.probe(tmp_path / "one", **env), "demo")[0]
+    assert (row["trust"], row["state"]) == ("verified", "loaded")
 
 
 def test_backend_raising_on_import_is_excluded(venv: Venv, demo_wheels: dict, tmp_path: Path) -> None:
     pip_install(venv.python, demo_wheels["broken"], tmp_path)
     result = venv.probe(tmp_path)
     assert set(result["table"]) == {"amd", "nvidia"}
-    row = _rows(result, "broken")[0]
+    row = backend_rows(result, "broken")[0]
     assert row["state"] == "failed" and "libdemo_rt.so.3 not found" in row["reason"]["message"]
     # without the registry, the same wheel breaks `import triton` for everyone
     venv.cli("hook", "uninstall")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from conftest import ElfFixtures, gcc
-from triton_backend_runtime import cachekey, discovery, dynsym, manifest, policy
+from triton_backend_runtime import cachekey, discovery, dynsym, manifest, plugins, policy
 from triton_backend_runtime.errors import VerifyError
+from triton_backend_runtime.registry import PluginEntry
 from triton_backend_runtime.trust import load_trust_store, trust_sources
 from triton_backend_runtime.verify import HashCache
 
@@ -116,3 +119,37 @@ def test_hash_cache_rehashes_a_changed_file(tmp_path: Path) -> None:
     forced = HashCache(cache.entries, rehash=True)
     forced.sha256(str(file), file.stat())
     assert forced.hashed_bytes == 1000
+
+
+def _plugin_entry(dist_name: str, file: str) -> PluginEntry:
+    dist = discovery.Distribution(dist_name, "1.0", f"/site/{dist_name}-1.0.dist-info", "/site")
+    return PluginEntry(dist, "pkg/lib.so", file, "v2", None, "verified", [])
+
+
+def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton 3.9.0 always has libtriton loaded, with extend_with, before the registry runs
+    (tests/test_runtime_plugins.py). The other branches need an older Triton, whose libtriton
+    is stood in for by a real module object without extend_with (as 3.2-3.8 have)."""
+    assert [plugins.has_extend_with(v) for v in ("3.9.0", "3.10.0rc1", "4.0", "3.8.1", "3.2.0", "", None, "x")] == [
+        True, True, True, False, False, False, False, False
+    ]
+    # older Triton, libtriton not imported yet: TRITON_PLUGIN_PATHS, appended once, others kept
+    monkeypatch.delitem(sys.modules, plugins.LIBTRITON, raising=False)
+    monkeypatch.setenv(plugins.PLUGIN_PATHS_ENV, "/opt/other/libp.so")
+    first, again, bundled = (
+        _plugin_entry("demo-plugin", "/site/a/liba.so"), _plugin_entry("demo-plugin", "/site/a/liba.so"),
+        _plugin_entry("triton", "/site/triton/plugins/libt.so"),
+    )
+    plugins.hand_over([first, again, bundled], "3.3.1")
+    assert os.environ[plugins.PLUGIN_PATHS_ENV] == "/opt/other/libp.so:/site/a/liba.so"
+    assert (first.state, first.handed_over) == ("loaded", plugins.PLUGIN_PATHS_ENV)
+    assert bundled.state == "discovered" and bundled.handed_over.startswith("not loaded")
+    # older Triton, libtriton already imported: too late for the variable; failed, saying why
+    old = types.ModuleType(plugins.LIBTRITON)
+    old.passes = types.ModuleType("passes")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, plugins.LIBTRITON, old)
+    late = _plugin_entry("demo-plugin", "/site/b/libb.so")
+    plugins.hand_over([late], "3.3.1")
+    assert late.state == "failed" and late.reason is not None
+    assert late.reason["code"] == "load.plugin-api" and "no extend_with" in late.reason["message"]
+    assert "/site/b/libb.so" not in os.environ[plugins.PLUGIN_PATHS_ENV]

@@ -7,17 +7,28 @@ reaches ``dlopen``.
 
 Triton 3.9 loads plugins explicitly: ``passes.plugin.extend_with(path)`` (passes),
 ``ir.extend_dialects_with(path)`` (dialects) and ``ir.builder.extend_with(path)`` (ops).
-Where the installed Triton lacks them, ``TRITON_PLUGIN_PATHS`` (colon-separated, read
-while ``libtriton`` loads) is extended instead, which only works before ``libtriton`` is
-imported. Plugins that Triton's own distribution ships (its test plugins) are verified
-and reported but not loaded: whether to load them stays Triton's decision.
+Each raises ``RuntimeError`` for a library it refuses (no entry point, another plugin API
+or Triton version); the plugin is then ``failed`` with Triton's message. The decision:
+
+* ``libtriton`` loaded and it has ``extend_with``: hand over now;
+* ``libtriton`` loaded without ``extend_with`` (an older Triton): too late for
+  ``TRITON_PLUGIN_PATHS``, which is read while ``libtriton`` loads: ``failed``, saying so;
+* ``libtriton`` not loaded yet, and the installed Triton is 3.9 or later: wait for it
+  (``pending``) and hand over with ``extend_with`` the moment it is imported. The 3.9.0
+  wheel does not load ``TRITON_PLUGIN_PATHS`` libraries when ``libtriton`` is imported
+  (checked: nothing is mapped after import, ``ir.load_dialects`` or a pass-manager run),
+  so the variable would report a plugin as handed over that Triton never loads;
+* ``libtriton`` not loaded yet, older Triton: extend ``TRITON_PLUGIN_PATHS``.
+
+Plugins that Triton's own distribution ships (its test plugins) are verified and reported
+but not loaded: whether to load them stays Triton's decision.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import LoadError
 
@@ -25,42 +36,74 @@ if TYPE_CHECKING:
     from .registry import PluginEntry
 
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
+LIBTRITON = "triton._C.libtriton"
+#: The first Triton release whose libtriton has the ``extend_with`` functions.
+EXTEND_WITH_SINCE = (3, 9)
+EXTEND_WITH, PENDING = "extend_with", "extend_with, when libtriton is imported"
 _BUNDLED = "triton"
 
 
-def hand_over(plugins: list[PluginEntry]) -> None:
+def hand_over(plugins: list[PluginEntry], triton_version: str | None) -> None:
     """Give each admitted plugin to Triton the best way the installed Triton offers."""
+    waiting: list[PluginEntry] = []
     for plugin in plugins:
         if plugin.dist.key == _BUNDLED:
             plugin.handed_over = "not loaded: bundled with Triton itself"
             continue
-        libtriton = sys.modules.get("triton._C.libtriton")
-        try:
-            if libtriton is not None and hasattr(getattr(libtriton.passes, "plugin", None), "extend_with"):
-                _extend(libtriton, plugin.file)
-                plugin.handed_over = "extend_with"
-            elif libtriton is None:
-                _add_plugin_path(plugin.file)
-                plugin.handed_over = PLUGIN_PATHS_ENV
-            else:
-                raise LoadError(
-                    "plugin-api", plugin.file, "libtriton is already loaded and this Triton has no extend_with"
-                )
-        except Exception as exc:  # a plugin that fails must not break import triton
-            plugin.state = "failed"
-            plugin.reason = (
-                exc.as_dict() if isinstance(exc, LoadError)
-                else LoadError("plugin", plugin.file, f"{type(exc).__name__}: {exc}").as_dict()
-            )
+        libtriton = sys.modules.get(LIBTRITON)
+        if libtriton is None and has_extend_with(triton_version):
+            plugin.state, plugin.handed_over = "pending", PENDING
+            waiting.append(plugin)
             continue
-        plugin.state = "loaded"
+        _give(plugin, libtriton)
+    if waiting:
+        from .autohook import after_import
+
+        def give_all(module: Any) -> None:
+            for plugin in waiting:
+                _give(plugin, module)
+
+        after_import(LIBTRITON, give_all)
 
 
-def _extend(libtriton: object, path: str) -> None:
-    lt: object = libtriton
-    lt.passes.plugin.extend_with(path)  # type: ignore[attr-defined]
-    lt.ir.extend_dialects_with(path)  # type: ignore[attr-defined]
-    lt.ir.builder.extend_with(path)  # type: ignore[attr-defined]
+def has_extend_with(version: str | None) -> bool:
+    """Whether a Triton of this version has ``extend_with`` (release, not the module)."""
+    parts = (version or "").split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= EXTEND_WITH_SINCE
+    except (ValueError, IndexError):
+        return False
+
+
+def _give(plugin: PluginEntry, libtriton: Any) -> None:
+    try:
+        if libtriton is None:
+            _add_plugin_path(plugin.file)
+            plugin.handed_over = PLUGIN_PATHS_ENV
+        elif hasattr(getattr(getattr(libtriton, "passes", None), "plugin", None), "extend_with"):
+            _extend(libtriton, plugin.file)
+            plugin.handed_over = EXTEND_WITH
+        else:
+            raise LoadError(
+                "plugin-api", plugin.file, "libtriton is already loaded and this Triton has no extend_with "
+                f"({PLUGIN_PATHS_ENV} is only read while libtriton loads)"
+            )
+    except Exception as exc:  # a plugin that fails must not break import triton
+        plugin.state = "failed"
+        plugin.reason = (
+            exc.as_dict() if isinstance(exc, LoadError)
+            else LoadError("plugin", plugin.file, f"{type(exc).__name__}: {exc}").as_dict()
+        )
+        return
+    plugin.state = "loaded"
+
+
+def _extend(libtriton: Any, path: str) -> None:
+    # Passes, dialects, ops: three registries, each loading the library itself (dlopen
+    # returns the same handle); a plugin with none of one kind registers nothing there.
+    libtriton.passes.plugin.extend_with(path)
+    libtriton.ir.extend_dialects_with(path)
+    libtriton.ir.builder.extend_with(path)
 
 
 def _add_plugin_path(path: str) -> None:

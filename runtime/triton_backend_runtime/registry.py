@@ -4,6 +4,7 @@ Lifecycle of a backend (``Entry.state``)::
 
     discovered -> verified | unverified | legacy | rejected      (verify)
                -> loaded | failed | excluded                     (load: policy, conflicts, import)
+               -> pending -> loaded | failed                     (plugins waiting for libtriton)
                -> selected                                       (the driver Triton picked)
 
 ``Entry.trust`` keeps the verification outcome after the state moves on. ``legacy`` is a
@@ -280,7 +281,8 @@ class Registry:
             keep.append(plugin)
         from .plugins import hand_over
 
-        hand_over(keep)
+        triton = self.discovery.triton if self.discovery else None
+        hand_over(keep, triton.version if triton else None)
 
     def _exclude(self, item: Entry | PluginEntry, code: str, detail: str) -> None:
         item.state = "excluded"

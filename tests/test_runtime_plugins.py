@@ -1,0 +1,162 @@
+"""Plugins on the real triton==3.9.0: verified, resolved and handed to Triton.
+
+The real plugin is the one the triton wheel ships, ``triton/plugins/libTritonPluginsTestLib.so``
+(plugin API v2, built against this very libtriton; it registers one pass, ``plugin``),
+repackaged into a signed wheel of another distribution. ``libshared_plugin.so`` (gcc, from
+``csrc/plugin_shared.c``) is a v2 plugin Triton accepts that exports a strong symbol, for
+the symbol conflict. Everything runs on the CPU: ``extend_with`` only loads the library
+and registers what it declares.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ElfFixtures
+from runtime_wheels import pip_install, write_wheel
+from triton_venv import Venv, migrate
+
+pytestmark = pytest.mark.triton_wheel
+
+TEST_PLUGIN = "libTritonPluginsTestLib.so"
+
+#: import triton, then report the registry's plugin rows, which libraries are mapped, and
+#: what Triton's libtriton now offers: the pass the plugin registers becomes
+#: ``passes.plugin.add_plugin``, and running it renames the module's functions to ``foo``.
+OBSERVE = """
+import json, os
+import triton
+from triton._C.libtriton import ir, passes
+from triton_backend_runtime import registry
+report = registry.get().report()
+maps = open("/proc/self/maps").read()
+renamed = None
+if hasattr(passes.plugin, "add_plugin"):
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    builder = ir.builder(ctx)
+    module = builder.create_module()
+    fn = builder.get_or_insert_function(module, "kernel", builder.get_function_ty([], []), "public", False)
+    module.push_back(fn)
+    builder.set_insertion_point_to_start(fn.add_entry_block())
+    builder.ret([])
+    pm = ir.pass_manager(ctx)
+    passes.plugin.add_plugin(pm)
+    pm.run(module, "plugin")
+    renamed = str(module)
+print(json.dumps({
+    "plugins": report["plugins"], "paths": os.environ.get("TRITON_PLUGIN_PATHS"),
+    "mapped": sorted({l.split()[-1] for l in maps.splitlines() if l.endswith(".so") and "plugin" in l.lower()}),
+    "add_plugin": hasattr(passes.plugin, "add_plugin"), "module": renamed,
+}))
+"""
+
+
+def _plugin(result: dict[str, Any], distribution: str) -> dict[str, Any]:
+    (row,) = [p for p in result["plugins"] if p["distribution"] == distribution]
+    return row
+
+
+@pytest.fixture(scope="module")
+def plugin_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("plugins")
+    real = (venv.site / "triton" / "plugins" / TEST_PLUGIN).read_bytes()
+    wheels = {"demo-plugin": {"demo_plugin/__init__.py": b"", f"demo_plugin/{TEST_PLUGIN}": real}}
+    for suffix in ("a", "b"):
+        package = f"shared_{suffix}"
+        shared = elf_files.plugin_shared.read_bytes()
+        wheels[f"shared-{suffix}"] = {f"{package}/__init__.py": b"", f"{package}/libshared_plugin.so": shared}
+    return {
+        name: migrate(write_wheel(out / "legacy", name, "1.0", files), out / "signed", venv.key)
+        for name, files in wheels.items()
+    }
+
+
+def test_real_plugin_handed_over_with_extend_with(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+    baseline = venv.json(OBSERVE)  # Triton alone does not load its own test plugin
+    assert baseline["plugins"] == [] and baseline["add_plugin"] is False and baseline["mapped"] == []
+
+    pip_install(venv.python, plugin_wheels["demo-plugin"], tmp_path)
+    installed = str(tmp_path / "demo_plugin" / TEST_PLUGIN)
+    trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub)}
+    for policy in ("strict", "warn"):
+        result = venv.json(OBSERVE, tmp_path, TRITON_BACKEND_POLICY=policy, **trusted)
+        row = _plugin(result, "demo-plugin")
+        assert (row["trust"], row["state"], row["handed_over"]) == ("verified", "loaded", "extend_with"), row
+        assert row["file"] == installed and row["api"] == "v2" and row["reason"] is None
+        # Triton knows the pass now, and runs it: the test plugin renames every function
+        assert result["add_plugin"] is True and result["mapped"] == [installed]
+        assert "tt.func public @foo()" in result["module"] and "@kernel" not in result["module"], result["module"]
+        assert result["paths"] is None  # 3.9 has extend_with: the environment is left alone
+
+    # strict, signer not trusted: excluded, and never loaded into the process
+    refused = venv.json(OBSERVE, tmp_path, TRITON_BACKEND_POLICY="strict")
+    row = _plugin(refused, "demo-plugin")
+    assert (row["trust"], row["state"], row["handed_over"]) == ("unverified", "excluded", "")
+    assert row["reason"]["code"] == "policy.not-verified"
+    assert refused["mapped"] == [] and refused["add_plugin"] is False
+
+
+def test_plugin_triton_refuses_fails_without_breaking_import(
+    venv: Venv, elf_files: ElfFixtures, tmp_path: Path
+) -> None:
+    """Verified, but Triton's extend_with refuses it (it is built for Triton 3.8.0)."""
+    data = elf_files.plugin_shared.read_bytes().replace(b"3.9.0\0", b"3.8.0\0")
+    assert data != elf_files.plugin_shared.read_bytes()
+    legacy = write_wheel(tmp_path / "legacy", "old-plugin", "1.0", {"old_plugin/__init__.py": b"",
+                                                                     "old_plugin/libold.so": data})
+    pip_install(venv.python, migrate(legacy, tmp_path / "signed", venv.key), tmp_path / "site")
+    result = venv.json(OBSERVE, tmp_path / "site", TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+    row = _plugin(result, "old-plugin")
+    assert (row["trust"], row["state"]) == ("verified", "failed")
+    assert row["reason"]["code"] == "load.plugin" and "Wrong TRITON version" in row["reason"]["message"]
+
+
+def test_plugins_exporting_one_strong_symbol(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+    sites = {name: tmp_path / name for name in ("shared-a", "shared-b")}
+    for name, site in sites.items():
+        pip_install(venv.python, plugin_wheels[name], site)
+    trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub), "TRITON_BACKEND_POLICY": "strict"}
+    for first, second in (("shared-a", "shared-b"), ("shared-b", "shared-a")):
+        result = venv.json(OBSERVE, sites[first], sites[second], **trusted)
+        winner, loser = _plugin(result, first), _plugin(result, second)
+        assert (winner["state"], winner["handed_over"]) == ("loaded", "extend_with")
+        assert (loser["trust"], loser["state"], loser["handed_over"]) == ("verified", "excluded", "")
+        assert loser["reason"]["code"] == "conflict.symbol"
+        assert "'demo_shared_helper'" in loser["reason"]["message"] and f"{first} 1.0" in loser["reason"]["message"]
+        # only the winner reached dlopen
+        assert result["mapped"] == [winner["file"]]
+
+
+def test_plugin_waits_for_libtriton(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+    """The registry runs before libtriton is imported (doctor, or a program that asks first):
+    on Triton 3.9 the plugin waits and is handed over with extend_with once libtriton loads;
+    TRITON_PLUGIN_PATHS, which this wheel does not read at import, stays unset."""
+    pip_install(venv.python, plugin_wheels["demo-plugin"], tmp_path)
+    code = """
+import json, os, sys
+from triton_backend_runtime import registry
+registry.get().load(lambda name, package: None)
+def row():
+    return [p for p in registry.get().report()["plugins"] if p["distribution"] == "demo-plugin"][0]
+before = row(), "triton._C.libtriton" in sys.modules, os.environ.get("TRITON_PLUGIN_PATHS")
+import triton._C.libtriton as lt
+print(json.dumps({"before": before, "after": row(), "add_plugin": hasattr(lt.passes.plugin, "add_plugin")}))
+"""
+    result = venv.json(code, tmp_path, TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+    before, imported, paths = result["before"]
+    assert (before["state"], imported, paths) == ("pending", False, None)
+    assert before["handed_over"] == "extend_with, when libtriton is imported"
+    assert (result["after"]["state"], result["after"]["handed_over"]) == ("loaded", "extend_with")
+    assert result["add_plugin"] is True
+
+
+def test_doctor_shows_handed_over_plugin(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+    pip_install(venv.python, plugin_wheels["demo-plugin"], tmp_path)
+    done = venv.cli("list", "--json", paths=(tmp_path,), TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+    doc = json.loads(done.stdout)
+    (row,) = [p for p in doc["plugins"] if p["distribution"] == "demo-plugin"]
+    assert (row["state"], row["handed_over"]) == ("loaded", "extend_with")

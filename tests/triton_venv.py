@@ -1,0 +1,100 @@
+"""A venv with the real triton==3.9.0 (and packaging, cryptography), shared by the runtime
+tests through the session fixture ``venv`` in conftest.
+
+The runtime comes from this repository through PYTHONPATH; each test's extra distributions
+are installed with pip into directories of their own, put in front on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "runtime"
+
+PROBE = """
+import json, sys, warnings
+warnings.simplefilter("always")
+import triton.backends as tb
+table = {k: v.compiler.__module__ + "." + v.compiler.__name__ for k, v in tb.backends.items()}
+try:
+    from triton_backend_runtime import registry
+    report = registry.get().report()
+except ImportError:
+    report = None
+print(json.dumps({"table": table, "report": report}))
+"""
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The packager's console script, as a user runs it."""
+    exe = Path(sys.executable).parent / "backend-packager"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True)
+
+
+@dataclass
+class Venv:
+    root: Path
+    python: Path
+    site: Path
+    home: Path  # XDG config/cache for the tests: the user's own trust store stays out
+    key: Path
+    pub: Path
+
+    def run(self, code: str, *paths: Path, runtime: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+        pythonpath = [str(p) for p in paths] + ([str(RUNTIME)] if runtime else [])
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
+        full.update(
+            PYTHONPATH=os.pathsep.join(pythonpath), XDG_CONFIG_HOME=str(self.home / "config"),
+            TRITON_BACKEND_CACHE_DIR=str(self.home / "cache"), **env,
+        )
+        return subprocess.run([str(self.python), "-c", code], capture_output=True, text=True, env=full)
+
+    def json(self, code: str, *paths: Path, **env: str) -> Any:
+        """Run ``code``, which prints one JSON document last; fail with its stderr."""
+        done = self.run(code, *paths, **env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def probe(self, *paths: Path, **env: str) -> dict[str, Any]:
+        done = self.run(PROBE, *paths, **env)
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]), stderr=done.stderr)
+
+    def cli(self, *args: str, paths: tuple[Path, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
+        code = f"import sys; from triton_backend_runtime.__main__ import main; sys.exit(main({list(args)!r}))"
+        return self.run(code, *paths, **env)
+
+
+def make_venv(root: Path, triton_wheel: Path) -> Venv:
+    subprocess.run([sys.executable, "-m", "venv", str(root / "v")], check=True)
+    python = root / "v" / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(triton_wheel)], check=True)
+    subprocess.run([*pip, "packaging", "cryptography"], check=True)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.check_output([str(python), "-c", purelib], text=True).strip())
+    key = root / "keys" / "vendor.pem"
+    key.parent.mkdir()
+    assert run_cli("keygen", "-o", str(key), "--comment", "test vendor").returncode == 0
+    env = Venv(root, python, site, root / "home", key, key.with_suffix(".pub"))
+    install = env.cli("hook", "install")
+    assert install.returncode == 0, install.stderr
+    return env
+
+
+def migrate(wheel: Path, out: Path, key: Path) -> Path:
+    """``backend-packager migrate`` one wheel, signed with ``key``."""
+    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
+    assert done.returncode == 0, done.stderr
+    return out / wheel.name
+
+
+def backend_rows(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [r for r in result["report"]["backends"] if r["name"] == name]
