@@ -160,3 +160,21 @@ def test_doctor_shows_handed_over_plugin(venv: Venv, plugin_wheels: dict[str, Pa
     doc = json.loads(done.stdout)
     (row,) = [p for p in doc["plugins"] if p["distribution"] == "demo-plugin"]
     assert (row["state"], row["handed_over"]) == ("loaded", "extend_with")
+
+
+def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, tmp_path: Path) -> None:
+    """The real triton-utlx 3.8.0.post16 (Requires-Dist: triton~=3.8.0, a v2 plugin linked
+    against libtriton.so), migrated and signed, beside the installed Triton 3.9.0: its Triton
+    requirement is checked from the manifest, before anything is loaded."""
+    from _wheels import fetch_wheel
+
+    signed = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), tmp_path / "signed", venv.key)
+    pip_install(venv.python, signed, tmp_path / "site")
+    for policy in ("warn", "strict"):
+        result = venv.json(OBSERVE, tmp_path / "site", TRITON_BACKEND_POLICY=policy,
+                           TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+        row = _plugin(result, "triton-utlx")
+        assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", ""), row
+        assert row["reason"]["code"] == "verify.triton", row["reason"]
+        assert row["reason"]["message"] == "requires Triton ~=3.8.0; installed is 3.9.0"
+        assert result["mapped"] == []  # libutlx.so was never mapped into the process
