@@ -36,7 +36,7 @@ def main() -> None:
             if path.startswith("..") or "__pycache__" in path or path.split("/")[-1] in SKIPPED:
                 continue
             data = (site / path).read_bytes()
-            archive.writestr(path, data)
+            archive.write(site / path, path)  # write(), not writestr(): keeps the mode (ptxas is executable)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             rows.append([path, f"sha256={digest}", len(data)])
         record = io.StringIO()

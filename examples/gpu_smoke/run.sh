@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
 export PYTHONPATH=/tmp/site:$PWD/runtime:$PWD
-mkdir -p /tmp/w /tmp/signed /tmp/k
+rm -rf /tmp/w /tmp/signed /tmp/k /tmp/tsite && mkdir -p /tmp/w /tmp/signed /tmp/k
 WHEEL=$(python3 $HERE/repack_installed.py triton /tmp/w)
 echo "repacked: $WHEEL $(du -h $WHEEL | cut -f1)"
 python3 -m backend_packager keygen -o /tmp/k/platform.pem --comment "gpu platform team"
