@@ -37,9 +37,12 @@ def run_in(python: Path, code: str, *args: str, **env: str) -> Any:
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))
 def test_built_example_verifies(example: str, example_wheels: dict[str, Path], signing_key: Keypair) -> None:
+    from test_migrate import assert_strict_zip
+
     result = run_cli("verify", str(example_wheels[example]), "--trust", str(signing_key.public))
     assert result.returncode == 0, result.stdout
     assert f"{len(EXPECTED[example][2])} artifacts match" in result.stdout
+    assert_strict_zip(example_wheels[example])
 
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ElfFixtures, run_cli
@@ -175,9 +177,30 @@ def test_same_wheel_twice_is_byte_identical(legacy: dict[str, Path], key: Keypai
     assert (tmp_path / "one" / src.name).read_bytes() == (tmp_path / "two" / src.name).read_bytes()
 
 
+def assert_strict_zip(wheel: Path) -> None:
+    """What strict installers check: local headers agree with the central directory (CRC,
+    sizes, name), no data descriptors, no extra fields in local headers, no duplicate names,
+    and nothing after the end-of-central-directory record."""
+    import struct
+
+    data = wheel.read_bytes()
+    assert data.rfind(b"PK\x05\x06") == len(data) - 22  # EOCD last, no comment, no trailing bytes
+    with zipfile.ZipFile(wheel) as archive:
+        infos = archive.infolist()
+        assert len({i.filename for i in infos}) == len(infos)
+        for info in infos:
+            fields = struct.unpack_from("<IHHHHHIIIHH", data, info.header_offset)
+            sig, _, flags, method, _, _, crc, csize, usize, nlen, xlen = fields
+            assert sig == 0x04034B50 and not flags & 0x8 and xlen == 0, info.filename
+            assert (method, crc, csize, usize) == (info.compress_type, info.CRC, info.compress_size, info.file_size)
+            name = data[info.header_offset + 30 : info.header_offset + 30 + nlen].decode()
+            assert name == info.filename
+
+
 def test_output_members_are_raw_copies_in_order(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
     assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    assert_strict_zip(tmp_path / src.name)
     with zipfile.ZipFile(src) as before, zipfile.ZipFile(tmp_path / src.name) as after:
         assert after.testzip() is None
         names = after.namelist()
@@ -331,3 +354,36 @@ def test_resigning_a_built_wheel_keeps_declarations(example_wheels: dict[str, Pa
     assert after["provenance"] == before["provenance"] and after["provenance"]["kind"] == "build"
     assert after["requirements"] == before["requirements"]
     assert verify(tmp_path / built.name, key).returncode == 0
+
+
+class _Unseekable(io.RawIOBase):
+    """A write-only stream: zipfile then writes data descriptors (flag bit 3), as streaming tools do."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self.data += bytes(b)
+        return len(b)
+
+
+def test_data_descriptors_in_the_input_are_not_copied(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    with zipfile.ZipFile(legacy["with_ep"]) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    sink = _Unseekable()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            with archive.open(name, "w") as stream:
+                stream.write(data)
+    src = tmp_path / "in" / legacy["with_ep"].name
+    src.parent.mkdir()
+    src.write_bytes(bytes(sink.data))
+    with zipfile.ZipFile(src) as archive:
+        assert all(info.flag_bits & 0x8 for info in archive.infolist())
+    assert migrate(str(src), "-o", str(tmp_path / "out"), "--key", str(key.private)).returncode == 0
+    out = tmp_path / "out" / src.name
+    assert_strict_zip(out)
+    assert verify(out, key).returncode == 0

@@ -29,8 +29,11 @@ def migrated_triton(triton_wheel: Path, key: Keypair, tmp_path_factory: pytest.T
 
 
 def test_triton_verifies(migrated_triton: Path, key: Keypair) -> None:
+    from test_migrate import assert_strict_zip
+
     proc = run_cli("verify", str(migrated_triton), "--trust", str(key.public))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_strict_zip(migrated_triton)
 
 
 def test_triton_installs_and_imports(migrated_triton: Path, tmp_path: Path) -> None:
