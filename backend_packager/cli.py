@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,8 +91,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    import os
-
     from . import signing
 
     private = args.output
@@ -113,8 +112,6 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 def _signing_key(path: Path | None) -> Any:
     """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only)."""
-    import os
-
     from . import signing
 
     if path is None and os.environ.get(signing.SIGNING_KEY_ENV):
@@ -274,8 +271,6 @@ def build_parser() -> argparse.ArgumentParser:
     keygen.add_argument("--force", action="store_true", help="replace existing key files")
     keygen.add_argument("--json", action="store_true", help="print the result as JSON")
     keygen.set_defaults(func=cmd_keygen)
-
-    import os
 
     migrate = sub.add_parser(
         "migrate",
