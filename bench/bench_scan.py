@@ -83,7 +83,7 @@ def main() -> None:
         print(f"libtriton.so: {lib.stat().st_size / 1e6:.0f} MB; exports {counts}")
         t_ours = timed(ours, args.repeat)
         t_nm = timed(nm, args.repeat)
-        t_elftools = timed(pyelftools, 1)
+        t_elftools = timed(pyelftools, 3)
     print(f"scan_elf                 {t_ours * 1000:8.1f} ms")
     print(f"nm -D --defined-only     {t_nm * 1000:8.1f} ms   ratio ours/nm = {t_ours / t_nm:.2f}  (target <= 1.0)")
     speedup = t_elftools / t_ours
