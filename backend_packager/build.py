@@ -25,15 +25,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from triton_backend_runtime import manifest as m
-
-from . import assemble, entrypoints
 from . import config as config_mod
+from . import entrypoints
 from .errors import ConfigError, TrustError, WheelError
-from .signing import SIGNING_KEY_ENV, SigningKey
-from .wheelfile import Injection, WheelContents, rewrite_wheel
+
+if TYPE_CHECKING:
+    from triton_backend_runtime import manifest as m
+
+    from .signing import SigningKey
+    from .wheelfile import Injection, WheelContents
+
+# A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
+# modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
+SIGNING_KEY_ENV = config_mod.SIGNING_KEY_ENV
 
 ConfigSettings = dict[str, Any] | None
 F = TypeVar("F", bound=Callable[..., Any])
@@ -198,6 +204,8 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
         wheel = Path(tmp) / name
         if cfg.repair == "auditwheel" and kind == "wheel":
             wheel = auditwheel_repair(wheel, Path(tmp) / "repaired")
+        from .wheelfile import rewrite_wheel
+
         out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, editable=kind == "editable"), key,
                             epoch=source_date_epoch())
     return out.name
@@ -224,6 +232,8 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
 
 
 def _planner(cfg: config_mod.Config, *, editable: bool) -> Callable[[WheelContents], Injection]:
+    from .wheelfile import Injection
+
     def plan(contents: WheelContents) -> Injection:
         for warning in contents.warnings:
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
@@ -234,6 +244,10 @@ def _planner(cfg: config_mod.Config, *, editable: bool) -> Callable[[WheelConten
 
 def build_manifest(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False) -> m.Manifest:
     """The manifest of a freshly built wheel: identity from the wheel, intent from the config."""
+    from triton_backend_runtime import manifest as m
+
+    from . import assemble
+
     # An editable wheel holds a path hook, not the package: there is nothing to look for in it.
     for spec in () if editable else cfg.backends:
         _check_backend_package(spec, contents)

@@ -113,9 +113,10 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 def _signing_key(path: Path | None) -> Any:
     """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only)."""
     from . import signing
+    from .config import SIGNING_KEY_ENV
 
-    if path is None and os.environ.get(signing.SIGNING_KEY_ENV):
-        path = Path(os.environ[signing.SIGNING_KEY_ENV])
+    if path is None and os.environ.get(SIGNING_KEY_ENV):
+        path = Path(os.environ[SIGNING_KEY_ENV])
     return signing.load(path) if path else None
 
 

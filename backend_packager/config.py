@@ -29,7 +29,9 @@ from typing import Any, NoReturn
 from triton_backend_runtime.manifest import PROTOCOL_VERSION
 
 from .errors import ConfigError
-from .signing import SIGNING_KEY_ENV
+
+#: Environment variable naming the signing key file when the configuration names none.
+SIGNING_KEY_ENV = "BACKEND_PACKAGER_SIGNING_KEY"
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -23,8 +23,6 @@ from .fsutil import atomic_write
 
 #: Environment variable holding the passphrase of an encrypted private key.
 PASSPHRASE_ENV = "BACKEND_PACKAGER_KEY_PASSPHRASE"
-#: Environment variable naming the signing key file when the configuration names none.
-SIGNING_KEY_ENV = "BACKEND_PACKAGER_SIGNING_KEY"
 
 
 @dataclass(frozen=True)
