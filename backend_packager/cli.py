@@ -60,6 +60,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def _print_scan_table(artifacts: list[Any]) -> None:
+    if not artifacts:
+        return
     rows = [("PATH", "ARCH", "EXPORTS", "IMPORTS", "GLIBC", "MANYLINUX", "KIND", "SHA256")]
     for art in artifacts:
         elf = art.elf
@@ -244,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-packager",
         description="Scan, sign, package and verify Triton backend wheels.",
+        epilog="Exit codes: 0 success; 1 the command ran and found a problem (a file that could not "
+        "be scanned, a wheel that failed); 2 bad usage. `backend-packager COMMAND --help` for each command.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
