@@ -6,7 +6,7 @@ names sorted), so that the same entry points always give the same bytes.
 
 from __future__ import annotations
 
-import configparser
+from triton_backend_runtime.discovery import parse_entry_points
 
 from .errors import WheelError
 
@@ -15,13 +15,11 @@ BACKENDS_GROUP = "triton.backends"
 
 
 def parse(text: str, where: str) -> EntryPoints:
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None, comment_prefixes=("#", ";"))
-    parser.optionxform = str  # type: ignore[assignment, method-assign]  # keys are case-sensitive
+    """The runtime's parser (one definition for both sides), strict: bad lines are errors."""
     try:
-        parser.read_string(text, source=where)
-    except configparser.Error as exc:
-        raise WheelError("entry-points", where, f"malformed entry_points.txt: {exc.message}") from None
-    return {group: dict(parser.items(group)) for group in parser.sections()}
+        return parse_entry_points(text, strict=True)
+    except ValueError as exc:
+        raise WheelError("entry-points", where, f"malformed entry_points.txt: {exc}") from None
 
 
 def render(entry_points: EntryPoints) -> str:

@@ -277,6 +277,8 @@ def _bad_wheels(good: Path, tmp: Path) -> dict[str, tuple[Path, str]]:
     rename.parent.mkdir()
     shutil.copy(good, rename)
     out["renamed"] = (rename, "METADATA says 1.0")
+    write("bad-entry-points", [(n, b"[triton.backends]\njunk\n" if n.endswith("entry_points.txt") else d)
+                               for n, d in items], "malformed entry_points.txt: line 2")
     tampered = [(n, d + b"\n# edited" if n.endswith("compiler.py") else d) for n, d in items]
     write("corrupt", tampered, "sha256 differs from RECORD")
     bomb = tmp / "bomb" / name

@@ -141,19 +141,30 @@ def _backend_entry_points(path: str) -> dict[str, str]:
     return parse_entry_points(text).get(BACKENDS_GROUP, {})
 
 
-def parse_entry_points(text: str) -> dict[str, dict[str, str]]:
-    """INI as the entry-points specification defines it: ``[group]``, ``name = value``."""
+def parse_entry_points(text: str, *, strict: bool = False) -> dict[str, dict[str, str]]:
+    """INI as the entry-points specification defines it: ``[group]``, ``name = value``.
+
+    Keys are case-sensitive and ``=`` is the only delimiter. At import time lines that fit
+    no rule are skipped (a broken file must not break ``import triton``); with ``strict``
+    (the packager, checking a wheel) they raise ``ValueError`` naming the line.
+    """
     groups: dict[str, dict[str, str]] = {}
     current: dict[str, str] | None = None
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
         if line.startswith("[") and line.endswith("]"):
             current = groups.setdefault(line[1:-1].strip(), {})
-        elif current is not None and "=" in line:
-            key, _, value = line.partition("=")
-            current[key.strip()] = value.strip()
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if strict and (current is None or not sep or not key or key in current):
+            problem = "outside any [group]" if current is None else "duplicate name" if key in current else (
+                "not 'name = value'")
+            raise ValueError(f"line {number}: {problem}: {line!r}")
+        if current is not None and sep:
+            current[key] = value.strip()
     return groups
 
 
