@@ -7,11 +7,11 @@ names sorted), so that the same entry points always give the same bytes.
 from __future__ import annotations
 
 from triton_backend_runtime.discovery import parse_entry_points
+from triton_backend_runtime.layout import BACKENDS_GROUP as BACKENDS_GROUP
 
 from .errors import WheelError
 
 EntryPoints = dict[str, dict[str, str]]
-BACKENDS_GROUP = "triton.backends"
 
 
 def parse(text: str, where: str) -> EntryPoints:

@@ -23,12 +23,11 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-BACKENDS_GROUP = "triton.backends"
+from .layout import BACKENDS_GROUP as BACKENDS_GROUP
+from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
+
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
 TRITON_DISTRIBUTION = "triton"
-#: manifest.MANIFEST_FILENAME, spelled out: importing the schema costs ~8 ms that a warm
-#: ``import triton`` must not pay (a test checks the two agree).
-MANIFEST_FILENAME = "triton_backend.dsse.json"
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from . import schema
 from .errors import ManifestError
+from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
 SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 0
@@ -34,9 +35,6 @@ PROTOCOL_VERSION = "1.0"
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 #: Above this many exports, a library's export list is summarised (see ExportTable).
 EXPORT_LIST_LIMIT = 4096
-#: The signed manifest's file name: a DSSE envelope, a top-level file in ``.dist-info/``
-#: (subdirectories there are reserved; RECORD.jws / RECORD.p7s are withdrawn names).
-MANIFEST_FILENAME = "triton_backend.dsse.json"
 
 #: Plugin API v2: one entry point returning a struct of everything the plugin provides.
 PLUGIN_V2_SYMBOL = "tritonGetPluginInfo"
