@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import Artifact
 
 from . import entrypoints, records, zipformat
@@ -26,7 +27,6 @@ from .artifacts import CHUNK, ArtifactSink
 from .elf import CaptureMiss
 from .errors import ElfError, WheelError
 from .fsutil import atomic_output
-from .scan import SHARED_LIBRARY
 from .signing import SigningKey, seal
 from .wheelfile import WITHDRAWN, Injection, Member, WheelArchive, WheelContents, manifest_member
 
@@ -232,7 +232,7 @@ class _Copier:
         if sink.head.startswith(FOREIGN_BINARY):
             return Copied(entry, digest, size, Artifact(m.name, digest, size),
                           f"{where}: unsupported binary format (PE or Mach-O): listed, not scanned")
-        if not m.is_dir and SHARED_LIBRARY.search(m.name):
+        if not m.is_dir and is_shared_library(m.name):
             return Copied(entry, digest, size, Artifact(m.name, digest, size),
                           f"{where}: named like a shared library but not ELF: listed, not scanned")
         return Copied(entry, digest, size, None)

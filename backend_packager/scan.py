@@ -7,20 +7,17 @@ stops the others; every problem is collected as a :class:`TrustError` naming the
 
 from __future__ import annotations
 
-import re
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import Artifact
 
 from .artifacts import ArtifactSink, artifact_from_file, read_into
 from .elf import ELF_MAGIC, CaptureMiss
 from .errors import InputError, TrustError, WheelError
-
-#: Names that must be ELF when present: libfoo.so, libfoo.so.1, libMLIR.so.24.0git.
-SHARED_LIBRARY = re.compile(r"\.so(\.[0-9A-Za-z_]+)*$")
 
 
 @dataclass
@@ -67,7 +64,7 @@ def _guard(make: Callable[[], Artifact]) -> Artifact | TrustError:
 
 def _scan_directory(root: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
     for file in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
-        named_so = bool(SHARED_LIBRARY.search(file.name))
+        named_so = is_shared_library(file.name)
         if not named_so and not _starts_with_magic(file):
             continue
         if progress:
@@ -109,7 +106,7 @@ def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str
 def _scan_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
 ) -> Iterator[Artifact | TrustError]:
-    named_so = bool(SHARED_LIBRARY.search(info.filename))
+    named_so = is_shared_library(info.filename)
     try:
         with archive.open(info) as stream:
             head = stream.read(4)

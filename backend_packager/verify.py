@@ -26,13 +26,13 @@ from pathlib import Path
 
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import TrustError
+from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
 from . import entrypoints, records
 from .elf import ELF_MAGIC
-from .scan import SHARED_LIBRARY
 from .wheelfile import MAX_MEMBER_SIZE, WheelArchive, WheelName, manifest_member, normalize_name
 
 CHUNK = 1 << 20
@@ -233,7 +233,7 @@ def check_unlisted(manifest: Manifest, wheel: Wheel) -> list[Finding]:
     return [
         Finding("artifact.unlisted", name, "shared library not listed in the signed manifest")
         for name, member in sorted(wheel.members.items())
-        if name not in listed and (member.elf or SHARED_LIBRARY.search(name))
+        if name not in listed and (member.elf or is_shared_library(name))
     ]
 
 

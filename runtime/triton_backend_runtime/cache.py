@@ -37,12 +37,16 @@ def cache_file() -> str:
     return os.path.join(cache_dir(), f"verify-{sys.implementation.cache_tag}.json")
 
 
+def identity(st: os.stat_result) -> list[object]:
+    """A file's identity for the caches: (device, inode, size, mtime_ns, ctime_ns)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
 def stat_identity(path: str) -> list[object] | None:
     try:
-        st = os.stat(path)
+        return identity(os.stat(path))
     except OSError:
         return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def context_digest(trust_files: list[str], extra: list[str]) -> str:

@@ -1,12 +1,22 @@
 """Names fixed by where things live in a wheel and an installed distribution.
 
-Kept in a module of their own, with no imports, so that discovery (on every
+Kept in a module of their own, importing only ``re``, so that discovery (on every
 ``import triton``) and the manifest schema (build side, cold path) share one definition
 without the hot path importing the schema.
 """
+
+import re
 
 #: The entry-point group Triton reads backends from (``entry_points.txt``).
 BACKENDS_GROUP = "triton.backends"
 #: The signed manifest's file name: a DSSE envelope, a top-level file in ``.dist-info/``
 #: (subdirectories there are reserved; RECORD.jws / RECORD.p7s are withdrawn names).
 MANIFEST_FILENAME = "triton_backend.dsse.json"
+
+#: Shared-library file names: libfoo.so, libfoo.so.1, libMLIR.so.24.0git.
+_SHARED_LIBRARY = re.compile(r"\.so(\.[0-9A-Za-z_]+)*$")
+
+
+def is_shared_library(name: str) -> bool:
+    """Whether a file name (or path) is named like a shared library; the manifest must list those."""
+    return _SHARED_LIBRARY.search(name) is not None

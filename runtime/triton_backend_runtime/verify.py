@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 
 from . import dsse, dynsym
 from . import manifest as m
+from .cache import identity
 from .discovery import Distribution, canonical
 from .errors import SignatureError, TrustError, VerifyError
+from .layout import is_shared_library
 from .statement import manifest_from_statement
 from .trust import TrustStore
 
@@ -109,10 +111,6 @@ class HashCache:
         self.hashed_bytes += st.st_size
         self.entries[path] = [*ident, digest.hexdigest()]
         return digest.hexdigest()
-
-
-def identity(st: os.stat_result) -> list[object]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
@@ -265,10 +263,6 @@ def _check_artifacts(manifest: m.Manifest, dist: Distribution, ctx: Context, ver
     return located
 
 
-def is_shared_object(name: str) -> bool:
-    return name.endswith(".so") or ".so." in name
-
-
 def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict) -> None:
     """Walk every backend package (recursively) and every directory holding an artifact."""
     listed = set(located.values())
@@ -278,7 +272,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
     for top in sorted(roots):
         for here, _, files in os.walk(top):
             verdict.files.append(here)
-            extra += [os.path.join(here, f) for f in files if is_shared_object(f)]
+            extra += [os.path.join(here, f) for f in files if is_shared_library(f)]
     for here in sorted(flat):
         if any(here.startswith(r + os.sep) for r in roots):
             continue
@@ -287,7 +281,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
             names = os.listdir(here)
         except OSError:
             continue
-        extra += [os.path.join(here, f) for f in names if is_shared_object(f)]
+        extra += [os.path.join(here, f) for f in names if is_shared_library(f)]
     unlisted = sorted(p for p in set(extra) if p not in listed)
     if unlisted:
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
