@@ -16,7 +16,7 @@ from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
 from triton_backend_runtime.statement import manifest_from_statement
 
 from .errors import ManifestError
-from .verify import read_wheel
+from .wheelfile import WheelArchive, manifest_member
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,13 @@ class Inspection:
 
 
 def inspect_wheel(path: Path) -> Inspection:
-    wheel = read_wheel(path)
-    where = f"{path}!{wheel.dist_info}/{MANIFEST_FILENAME}"
-    if wheel.envelope is None:
+    # Only the envelope is read: a report needs no member hashed (verify does that).
+    with WheelArchive(path, check_name=False) as wheel:
+        data = wheel.read(manifest_member(wheel.dist_info))
+        where = f"{path}!{wheel.dist_info}/{MANIFEST_FILENAME}"
+    if data is None:
         raise ManifestError("missing", where, "the wheel has no manifest")
-    envelope = dsse.decode(wheel.envelope, where)
+    envelope = dsse.decode(data, where)
     manifest = manifest_from_statement(dsse.unverified_payload(envelope), where)
     return Inspection(str(path), manifest, tuple(s.keyid for s in envelope.signatures))
 
