@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+
+# Not typing.TYPE_CHECKING: importing typing (and collections.abc) costs ~8 ms at every
+# interpreter start-up, since the .pth line runs this module in every process.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 PTH_NAME = "triton_backend_runtime-hook.pth"
 PTH_LINE = (
