@@ -26,13 +26,22 @@ from .errors import ManifestError
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
 SCHEMA_MAJOR = 1
-SCHEMA_MINOR = 0
+#: 1.1 added ``Manifest.coverage``: "all" when every file of the wheel is an artifact.
+SCHEMA_MINOR = 1
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
 #: The backend protocol (Triton's BaseBackend / DriverBase contract) this layer speaks.
 PROTOCOL_VERSION = "1.0"
 #: Manifests bigger than this are refused unread (a defence against endless data).
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+#: ``.dist-info`` files that installers write or rewrite, so no manifest can vouch for them
+#: (PEP 376 RECORD, INSTALLER, REQUESTED; PEP 610 direct_url.json). The manifest itself is
+#: the signature, not a subject of it.
+INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", MANIFEST_FILENAME)
+#: What a manifest's artifacts cover: every file of the wheel, or (schema 1.0) native files only.
+Coverage = Literal["all", "native"]
+COVERAGE_ALL: Coverage = "all"
+COVERAGE_NATIVE: Coverage = "native"
 #: Above this many exports, a library's export list is summarised (see ExportTable).
 EXPORT_LIST_LIMIT = 4096
 
@@ -196,6 +205,18 @@ class Manifest:
     artifacts: list[Artifact]
     build: Build
     provenance: Provenance
+    coverage: Annotated[
+        Coverage,
+        "'all': every file of the wheel is an artifact but the .dist-info files installers write "
+        "(RECORD, INSTALLER, REQUESTED, direct_url.json) and this manifest; 'native' (the default, "
+        "what schema 1.0 manifests meant): native files only",
+    ] = "native"
+
+
+def is_installer_file(path: str) -> bool:
+    """Whether a wheel path is a ``.dist-info`` file no manifest can cover (see INSTALLER_FILES)."""
+    top, _, name = path.partition("/")
+    return top.endswith(".dist-info") and name in INSTALLER_FILES
 
 
 def to_json(manifest: Manifest) -> bytes:
