@@ -9,7 +9,21 @@ where ``keyid`` is the hex sha256 of the raw key bytes. Raw keys keep PEM parsin
 only the ed25519 module is imported, and only when a signature is actually checked.
 
 A :class:`TrustStore` holds keys, a threshold (how many distinct trusted keys must sign;
-default 1) and revoked keyids, which are refused even when their key is present.
+default 1), revoked keyids, which are refused even when their key is present, and, after
+TUF's delegations, two kinds of local state a signature alone cannot carry:
+
+- *scopes* (``scopes`` files, ``KEYID NAME[,NAME...]``): a scoped key's signature counts only
+  for the distributions named (PEP 503-normalised); an unscoped key counts for any name.
+- *floors* (``min-versions`` files, ``NAME VERSION``): a release of NAME below VERSION
+  (PEP 440) is refused (rollback), signed or not.
+
+They apply after the signature verified and the payload was parsed, through
+:func:`admit_signers` (scope, then floor) and :func:`check_floor` (floor alone, for manifests
+that grant no trust). Merging never weakens: a key scoped in several places gets the
+intersection, a name with several floors the highest. A malformed line is reported with its
+``file:line``; when it still names a key (or a distribution), it fails closed for that key
+(scoped to the names that could be read, possibly none) or that name (no release admitted),
+because skipping it would widen what the key may sign or drop the floor.
 """
 
 from __future__ import annotations
@@ -18,18 +32,33 @@ import base64
 import binascii
 import hashlib
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import TrustStoreError
-from .trustpaths import TRUSTED_KEYS_ENV, system_trust_dir, trust_sources, user_trust_dir
+from .trustpaths import (
+    FLOORS_FILE,
+    REVOKED_FILE,
+    SCOPES_FILE,
+    THRESHOLD_FILE,
+    TRUSTED_KEYS_ENV,
+    system_trust_dir,
+    trust_sources,
+    user_trust_dir,
+)
 
 __all__ = [
-    "TRUSTED_KEYS_ENV", "PublicKey", "TrustStore", "keyid_of", "load_trust_store", "parse_key_file", "parse_key_line",
-    "system_trust_dir", "trust_sources", "user_trust_dir",
+    "FLOORS_FILE", "SCOPES_FILE", "TRUSTED_KEYS_ENV", "Floor", "PublicKey", "Scope", "TrustStore", "admit_signers",
+    "check_floor", "keyid_of", "load_trust_store", "normalize_name", "parse_floors", "parse_key_file",
+    "parse_key_line", "parse_name", "parse_scope_names", "parse_scopes", "system_trust_dir", "trust_sources",
+    "user_trust_dir",
 ]
 
 KEY_ALGORITHM = "ed25519"
+#: A distribution name as PEP 508 allows it (before PEP 503 normalisation).
+_NAME = re.compile(r"[a-z0-9]|[a-z0-9][a-z0-9._-]*[a-z0-9]", re.IGNORECASE)
+_KEYID = re.compile(r"[0-9a-f]{64}")
 
 
 def keyid_of(raw: bytes) -> str:
@@ -74,15 +103,157 @@ def parse_key_file(text: str, where: str) -> list[PublicKey]:
     return keys
 
 
+def normalize_name(name: str) -> str:
+    """PEP 503 normalised distribution name: runs of ``-_.`` become ``-``, lower case."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_name(text: str, where: str) -> str:
+    """A distribution name (PEP 508 syntax), normalised; TrustStoreError('name') otherwise."""
+    if not _NAME.fullmatch(text):
+        raise TrustStoreError("name", where, f"{text[:80]!r} is not a distribution name")
+    return normalize_name(text)
+
+
+def parse_scope_names(text: str, where: str) -> frozenset[str]:
+    """``NAME[,NAME...]`` (commas or blanks between names), normalised; empty or bad: an error."""
+    items = [item for item in re.split(r"[,\s]+", text) if item]
+    if not items:
+        raise TrustStoreError("name", where, "a scope names at least one distribution")
+    return frozenset(parse_name(item, where) for item in items)
+
+
+def _valid_version(text: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The normalised distribution names a key may sign, and the ``file:line`` that say so."""
+
+    names: frozenset[str]
+    sources: tuple[str, ...]
+
+    def allows(self, name: str) -> bool:
+        return normalize_name(name) in self.names
+
+    def describe(self) -> str:
+        return ", ".join(sorted(self.names)) or "no distribution"
+
+    def narrow(self, other: Scope) -> Scope:
+        """Both scopes at once: the intersection (a scope never widens by being repeated)."""
+        return Scope(self.names & other.names, self.sources + other.sources)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The lowest admitted version of a distribution, and the ``file:line`` that sets it.
+
+    ``version`` None: the line naming the distribution could not be read; nothing is admitted.
+    """
+
+    version: str | None
+    source: str
+
+    def describe(self) -> str:
+        return self.version if self.version is not None else "unreadable"
+
+    def higher(self, other: Floor) -> Floor:
+        """The stricter of two floors (an unreadable one is the strictest; ties keep ``self``)."""
+        if self.version is None or other.version is None:
+            return self if self.version is None else other
+        from packaging.version import Version
+
+        return other if Version(other.version) > Version(self.version) else self
+
+
+def parse_scopes(text: str, where: str) -> tuple[dict[str, Scope], list[TrustStoreError]]:
+    """A ``scopes`` file: ``KEYID NAME[,NAME...]`` lines, ``#`` comments.
+
+    A line with a keyid but unreadable names scopes that key to the names that could be read
+    (possibly none) and is reported; a line without a keyid is reported and skipped.
+    """
+    scopes: dict[str, Scope] = {}
+    problems: list[TrustStoreError] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split(maxsplit=1)
+        if not fields:
+            continue
+        at = f"{where}:{number}"
+        keyid = fields[0].lower()
+        if not _KEYID.fullmatch(keyid):
+            detail = f"expected 'KEYID NAME[,NAME...]' (64 hex digits), found {fields[0][:80]!r}; line skipped"
+            problems.append(TrustStoreError("scope-format", at, detail))
+            continue
+        names: set[str] = set()
+        bad: list[str] = []
+        for item in re.split(r"[,\s]+", fields[1]) if len(fields) > 1 else []:
+            if _NAME.fullmatch(item):
+                names.add(normalize_name(item))
+            elif item:
+                bad.append(item[:80])
+        if bad or not names:
+            what = f"not distribution names: {', '.join(map(repr, bad))}" if bad else "no distribution named"
+            kept = ", ".join(sorted(names)) or "no distribution"
+            detail = f"{what}; key {keyid[:16]} is scoped to {kept} until the line is fixed"
+            problems.append(TrustStoreError("scope-format", at, detail))
+        scope = Scope(frozenset(names), (at,))
+        scopes[keyid] = scopes[keyid].narrow(scope) if keyid in scopes else scope
+    return scopes, problems
+
+
+def parse_floors(text: str, where: str) -> tuple[dict[str, Floor], list[TrustStoreError]]:
+    """A ``min-versions`` file: ``NAME VERSION`` lines (PEP 440 versions), ``#`` comments.
+
+    A line that names a distribution but no valid version sets an unreadable floor (no release
+    of it is admitted) and is reported; a line without a distribution name is reported and skipped.
+    """
+    floors: dict[str, Floor] = {}
+    problems: list[TrustStoreError] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        at = f"{where}:{number}"
+        if not _NAME.fullmatch(fields[0]):
+            detail = f"expected 'NAME VERSION', found {fields[0][:80]!r} where a distribution name goes; line skipped"
+            problems.append(TrustStoreError("min-version-format", at, detail))
+            continue
+        name = normalize_name(fields[0])
+        version: str | None = fields[1] if len(fields) == 2 else None
+        if version is None or not _valid_version(version):
+            found = " ".join(fields[1:])[:80]
+            detail = (f"expected 'NAME VERSION' with a PEP 440 version, found {found!r}; "
+                      f"no release of {name} is admitted until the line is fixed")
+            problems.append(TrustStoreError("min-version-format", at, detail))
+            version = None
+        floor = Floor(version, at)
+        floors[name] = floors[name].higher(floor) if name in floors else floor
+    return floors, problems
+
+
 @dataclass
 class TrustStore:
     keys: dict[str, PublicKey] = field(default_factory=dict)
     threshold: int = 1
     revoked: set[str] = field(default_factory=set)
+    #: keyid -> the names it may sign; a keyid absent here may sign any name.
+    scopes: dict[str, Scope] = field(default_factory=dict)
+    #: normalised distribution name -> its rollback floor.
+    floors: dict[str, Floor] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, keys: list[PublicKey], threshold: int = 1, revoked: set[str] | None = None) -> TrustStore:
-        return cls({k.keyid: k for k in keys}, threshold, set(revoked or ()))
+    def of(
+        cls, keys: list[PublicKey], threshold: int = 1, revoked: set[str] | None = None,
+        scopes: Mapping[str, Scope] | None = None, floors: Mapping[str, Floor] | None = None,
+    ) -> TrustStore:
+        return cls({k.keyid: k for k in keys}, threshold, set(revoked or ()), dict(scopes or {}), dict(floors or {}))
 
     def check(self, keyid: str, signature: bytes, message: bytes) -> str | None:
         """None when ``signature`` by ``keyid`` over ``message`` is good; else why not."""
@@ -101,30 +272,109 @@ class TrustStore:
             return f"signature by key {keyid[:16]} does not match the manifest"
         return None
 
+    def merge_scopes(self, scopes: Mapping[str, Scope]) -> None:
+        for keyid, scope in scopes.items():
+            self.scopes[keyid] = self.scopes[keyid].narrow(scope) if keyid in self.scopes else scope
+
+    def merge_floors(self, floors: Mapping[str, Floor]) -> None:
+        for name, floor in floors.items():
+            self.floors[name] = self.floors[name].higher(floor) if name in self.floors else floor
+
+    def label(self, keyid: str) -> str:
+        key = self.keys.get(keyid)
+        return f"{keyid[:16]} ({key.comment})" if key is not None and key.comment else keyid[:16]
+
+
+def admit_signers(store: TrustStore, keyids: Sequence[str], name: str, version: str, where: str) -> tuple[str, ...]:
+    """The keyids whose (already verified) signatures count for release ``name`` ``version``.
+
+    Call it after the signatures verified (``dsse.verify``) and the payload was parsed, with
+    the signed name and version. Scope first: a key scoped to other names does not count;
+    fewer than ``store.threshold`` left raises TrustStoreError code ``trust.scope``. Then the
+    floor (:func:`check_floor`): ``trust.rollback``. Returns the counting keyids, in order.
+    """
+    wanted = normalize_name(name)
+    admitted: list[str] = []
+    outside: list[str] = []
+    for keyid in dict.fromkeys(keyids):
+        scope = store.scopes.get(keyid)
+        (admitted if scope is None or wanted in scope.names else outside).append(keyid)
+    if len(admitted) < store.threshold:
+        why = [
+            f"key {store.label(k)} may sign only {store.scopes[k].describe()} "
+            f"(scope set in {', '.join(store.scopes[k].sources)})"
+            for k in outside
+        ]
+        detail = "; ".join(why) or f"only {len(admitted)} valid signature(s)"
+        raise TrustStoreError(
+            "scope", where, f"{len(admitted)} of {store.threshold} required signatures count for {wanted}: {detail}"
+        )
+    check_floor(store, name, version, where)
+    return tuple(admitted)
+
+
+def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
+    """Raise TrustStoreError code ``trust.rollback`` when ``version`` of ``name`` is below its floor.
+
+    Applies to every manifest, signed or not (for one that grants no trust, pass the installed
+    distribution's version). A version that is not PEP 440 cannot be shown to be above a floor
+    and is refused; a name without a floor passes.
+    """
+    wanted = normalize_name(name)
+    floor = store.floors.get(wanted)
+    if floor is None:
+        return
+    if floor.version is None:
+        raise TrustStoreError(
+            "rollback", where, f"the floor for {wanted} set in {floor.source} is unreadable; no release is admitted"
+        )
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        below = Version(version) < Version(floor.version)
+    except InvalidVersion:
+        raise TrustStoreError(
+            "rollback", where, f"{wanted} version {version!r} is not a PEP 440 version, so it cannot be shown to be "
+            f"at or above the floor {floor.version} set in {floor.source}"
+        ) from None
+    if below:
+        raise TrustStoreError(
+            "rollback", where, f"{wanted} version {version} is below the floor {floor.version} set in {floor.source}"
+        )
+
 
 def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, list[TrustStoreError]]:
     """The trust store from every location, and the problems met on the way.
 
     A bad file is reported and skipped rather than raised: one broken key file must not
-    stop the keys in the others from working (a missing key only ever refuses more).
+    stop the keys in the others from working (a missing key only ever refuses more). A bad
+    line of a ``scopes`` or ``min-versions`` file is reported with its ``file:line``.
     """
     keys: list[PublicKey] = []
-    revoked: set[str] = set()
-    threshold = 1
+    store = TrustStore()
     problems: list[TrustStoreError] = []
     for path in trust_sources(env):
         try:
             text = _read_text(path)
             base = os.path.basename(path)
-            if base == "revoked":
-                revoked |= {line.split()[0] for line in text.splitlines() if line.strip() and line[0] != "#"}
-            elif base == "threshold":
-                threshold = max(threshold, _threshold(text, path))
+            if base == REVOKED_FILE:
+                store.revoked |= {line.split()[0] for line in text.splitlines() if line.strip() and line[0] != "#"}
+            elif base == THRESHOLD_FILE:
+                store.threshold = max(store.threshold, _threshold(text, path))
+            elif base == SCOPES_FILE:
+                scopes, found = parse_scopes(text, path)
+                store.merge_scopes(scopes)
+                problems += found
+            elif base == FLOORS_FILE:
+                floors, found = parse_floors(text, path)
+                store.merge_floors(floors)
+                problems += found
             else:
                 keys += parse_key_file(text, path)
         except TrustStoreError as exc:
             problems.append(exc)
-    return TrustStore.of(keys, threshold, revoked), problems
+    store.keys = {k.keyid: k for k in keys}
+    return store, problems
 
 
 def _read_text(path: str) -> str:

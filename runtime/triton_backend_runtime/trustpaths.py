@@ -2,15 +2,19 @@
 files, which every ``import triton`` does, imports nothing heavy).
 
 A trust directory holds ``*.pub`` files (key lines, see :mod:`.trust`), an optional ``revoked``
-file (one keyid per line; ``#`` comments) and an optional ``threshold`` file (an integer).
-Three places are read, all of them, in this order:
+file (one keyid per line; ``#`` comments), an optional ``threshold`` file (an integer), an
+optional ``scopes`` file (``KEYID NAME[,NAME...]`` lines: the distributions a key may sign,
+as TUF delegations scope a role) and an optional ``min-versions`` file (``NAME VERSION`` lines:
+rollback floors). Three places are read, all of them, in this order:
 
 1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
 2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
 3. ``TRITON_BACKEND_TRUSTED_KEYS``: key files or trust directories, ``os.pathsep``-separated.
 
-Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), and the
-highest threshold configured anywhere applies: no location can weaken another.
+Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), the
+highest threshold configured anywhere applies, a key scoped in several places may sign only
+the names every one of them allows (the intersection), and the highest floor of a name
+applies: no location can weaken another.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ from collections.abc import Mapping
 #: Environment variable naming extra key files or trust directories.
 TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
 TRUST_SUBDIR = ("triton-backend", "trusted")
+#: Per-directory files besides ``*.pub`` keys; a file named directly in the variable is read
+#: by its base name too (so ``.../scopes`` there is a scopes file, anything else a key file).
+REVOKED_FILE = "revoked"
+THRESHOLD_FILE = "threshold"
+SCOPES_FILE = "scopes"
+FLOORS_FILE = "min-versions"
+TRUST_FILES = (REVOKED_FILE, THRESHOLD_FILE, SCOPES_FILE, FLOORS_FILE)
 
 
 def system_trust_dir() -> str:
@@ -51,7 +62,7 @@ def trust_sources(env: Mapping[str, str] | None = None) -> list[str]:
                 names = sorted(os.listdir(place))
             except OSError:
                 continue
-            files += [os.path.join(place, n) for n in names if n.endswith(".pub") or n in ("revoked", "threshold")]
+            files += [os.path.join(place, n) for n in names if n.endswith(".pub") or n in TRUST_FILES]
         elif os.path.isfile(place):
             files.append(place)
     return files
