@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from conftest import ElfFixtures, gcc
-from triton_backend_runtime import cachekey, discovery, dynsym, manifest, plugins, policy
+from triton_backend_runtime import compilekey, discovery, dynsym, manifest, plugins, policy
 from triton_backend_runtime.errors import VerifyError
 from triton_backend_runtime.registry import PluginEntry
 from triton_backend_runtime.trust import load_trust_store, trust_sources
-from triton_backend_runtime.verify import HashCache
+from triton_backend_runtime.installed import HashCache
 
 from backend_packager import signing
 
@@ -90,22 +90,22 @@ def test_stages_hook_chains_and_changes_with_manifests() -> None:
         return ("user-key", "user-hash") if not args else None
 
     Knobs.runtime.add_stages_inspection_hook = previous
-    one = cachekey.manifest_digest([("demo", "1.0", "aa"), ("triton", "3.9.0", "bb")])
-    assert one == cachekey.manifest_digest([("triton", "3.9.0", "bb"), ("demo", "1.0", "aa")])
-    assert one != cachekey.manifest_digest([("demo", "1.1", "cc"), ("triton", "3.9.0", "bb")])
-    hook = cachekey.install(Knobs, one)
+    one = compilekey.manifest_digest([("demo", "1.0", "aa"), ("triton", "3.9.0", "bb")])
+    assert one == compilekey.manifest_digest([("triton", "3.9.0", "bb"), ("demo", "1.0", "aa")])
+    assert one != compilekey.manifest_digest([("demo", "1.1", "cc"), ("triton", "3.9.0", "bb")])
+    hook = compilekey.install(Knobs, one)
     key, value = hook()
     assert key.startswith("user-key") and one in key and value not in ("user-hash", one)
     hook("backend", {}, None, "lang", 90)
     assert calls[-1] == ("backend", {}, None, "lang", 90)
-    assert cachekey.install(Knobs, "other") is hook and hook()[0].endswith("other")
+    assert compilekey.install(Knobs, "other") is hook and hook()[0].endswith("other")
 
 
 def test_policy_variable() -> None:
     assert policy.current({}) == ("warn", None)
     assert policy.current({"TRITON_BACKEND_POLICY": "STRICT"}) == ("strict", None)
     value, complaint = policy.current({"TRITON_BACKEND_POLICY": "paranoid"})
-    assert value == "warn" and complaint and "paranoid" in complaint
+    assert value == "strict" and complaint and "paranoid" in complaint  # a typo fails closed
 
 
 def test_hash_cache_rehashes_a_changed_file(tmp_path: Path) -> None:
@@ -151,5 +151,5 @@ def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.Monke
     late = _plugin_entry("demo-plugin", "/site/b/libb.so")
     plugins.hand_over([late], "3.3.1")
     assert late.state == "failed" and late.reason is not None
-    assert late.reason["code"] == "load.plugin-api" and "no extend_with" in late.reason["message"]
+    assert late.reason.code == "load.plugin-api" and "no extend_with" in late.reason.message
     assert "/site/b/libb.so" not in os.environ[plugins.PLUGIN_PATHS_ENV]

@@ -18,6 +18,7 @@ import binascii
 import json
 from dataclasses import dataclass
 
+from . import jsonlimits
 from .errors import SignatureError
 from .trust import TrustStore
 
@@ -25,6 +26,8 @@ from .trust import TrustStore
 PAYLOAD_TYPE = "application/vnd.triton-backend.statement.v1+json"
 #: Envelopes bigger than this are refused unread (endless-data defence).
 MAX_ENVELOPE_BYTES = 24 * 1024 * 1024
+#: More signatures than any threshold needs is an attempt to make verification slow.
+MAX_SIGNATURES = 64
 
 
 @dataclass(frozen=True)
@@ -66,19 +69,30 @@ def encode(envelope: Envelope) -> bytes:
 
 
 def decode(data: bytes, where: str) -> Envelope:
-    """Parse the envelope's outer JSON (not the payload). Size is capped first."""
-    if len(data) > MAX_ENVELOPE_BYTES:
-        raise SignatureError("too-large", where, f"envelope is {len(data)} bytes; the limit is {MAX_ENVELOPE_BYTES}")
+    """Parse the envelope's outer JSON (not the payload), within size, depth and type bounds."""
+    doc = jsonlimits.loads(data, where, SignatureError, limit=MAX_ENVELOPE_BYTES)
+    if not isinstance(doc, dict):
+        raise SignatureError("malformed", where, "not a DSSE envelope: not a JSON object")
+    kind, payload, sigs = doc.get("payloadType"), doc.get("payload"), doc.get("signatures")
+    if not isinstance(kind, str) or not isinstance(payload, str) or not isinstance(sigs, list):
+        raise SignatureError("malformed", where, "not a DSSE envelope: payload, payloadType (strings) and "
+                             "signatures (a list) are required")
+    if len(sigs) > MAX_SIGNATURES:
+        raise SignatureError("malformed", where, f"{len(sigs)} signatures; the limit is {MAX_SIGNATURES}")
+    return Envelope(_b64(payload, where), kind, tuple(_signature(s, where) for s in sigs))
+
+
+def _b64(text: str, where: str) -> bytes:
     try:
-        doc = json.loads(data)
-        payload = base64.b64decode(doc["payload"], validate=True)
-        kind = doc["payloadType"]
-        sigs = tuple(Signature(str(s["keyid"]), base64.b64decode(s["sig"], validate=True)) for s in doc["signatures"])
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise SignatureError("malformed", where, f"not a DSSE envelope: {exc!r}") from None
-    if not isinstance(kind, str):
-        raise SignatureError("malformed", where, "payloadType must be a string")
-    return Envelope(payload, kind, sigs)
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SignatureError("malformed", where, f"not a DSSE envelope: bad base64 ({exc})") from None
+
+
+def _signature(item: object, where: str) -> Signature:
+    if not isinstance(item, dict) or not isinstance(item.get("keyid"), str) or not isinstance(item.get("sig"), str):
+        raise SignatureError("malformed", where, "not a DSSE envelope: a signature needs keyid and sig strings")
+    return Signature(item["keyid"][:128], _b64(item["sig"], where))
 
 
 def verify(envelope: Envelope, trust: TrustStore, where: str) -> Verified:

@@ -70,3 +70,9 @@ class SelectionError(TrustError, RuntimeError):
     """No driver could be selected. A RuntimeError too, as Triton's own selection error is."""
 
     code_prefix = "select"
+
+
+class CacheError(TrustError):
+    """A verification cache that cannot be used: unsafe owner or mode, malformed content."""
+
+    code_prefix = "cache"

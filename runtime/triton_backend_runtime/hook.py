@@ -75,11 +75,11 @@ def triton_backends(load: Callable[[str, str], Any], backends_dir: str | None = 
 
 
 def _after_load(registry: reg.Registry) -> None:
-    from .cachekey import install, manifest_digest
+    from .compilekey import install, manifest_digest
 
     items: list[reg.Entry | reg.PluginEntry] = [*registry.entries, *registry.plugins]
     used = [
-        (item.dist.key, item.dist.version, registry.verdicts[item.dist.dist_info]["envelope_sha256"])
+        (item.dist.key, item.dist.version, registry.verdicts[item.dist.dist_info].envelope_sha256)
         for item in items
         if item.dist is not None and item.dist.dist_info in registry.verdicts and item.state == "loaded"
     ]

@@ -18,10 +18,11 @@ exports that matter for compatibility (plugin API symbols and ``PyInit_*``).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from . import schema
+from . import jsonlimits, schema
 from .errors import ManifestError
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
@@ -29,6 +30,8 @@ SCHEMA_MAJOR = 1
 #: 1.1 added ``Manifest.coverage``: "all" when every file of the wheel is an artifact.
 SCHEMA_MINOR = 1
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
+# ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
+_MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
 SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
 #: The backend protocol (Triton's BaseBackend / DriverBase contract) this layer speaks.
 PROTOCOL_VERSION = "1.0"
@@ -227,14 +230,7 @@ def to_json(manifest: Manifest) -> bytes:
 
 def from_json(data: bytes, where: str = "manifest") -> Manifest:
     """Parse and check a manifest; the size cap is applied before anything is parsed."""
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError(
-            "too-large", where, f"manifest is {len(data)} bytes; the limit is {MAX_MANIFEST_BYTES}"
-        )
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError("json", where, f"not valid JSON: {exc}") from None
+    value = jsonlimits.loads(data, where, ManifestError, limit=MAX_MANIFEST_BYTES)
     return from_value(value, where)
 
 
@@ -252,15 +248,11 @@ def from_value(value: object, where: str = "manifest") -> Manifest:
 def check_version(found: object, where: str) -> None:
     """Accept any MINOR of SCHEMA_MAJOR; refuse the rest, saying what was found."""
     supported = f"this reader supports {SCHEMA_MAJOR}.x"
-    if not isinstance(found, str) or not _is_major_minor(found):
-        raise ManifestError("version", where, f"schema_version {found!r} is not 'MAJOR.MINOR'; {supported}")
+    if not isinstance(found, str) or not _MAJOR_MINOR.fullmatch(found):
+        shown = repr(found)[:50]
+        raise ManifestError("version", where, f"schema_version {shown} is not 'MAJOR.MINOR'; {supported}")
     if int(found.split(".")[0]) != SCHEMA_MAJOR:
         raise ManifestError("version", where, f"manifest schema {found} found; {supported}")
-
-
-def _is_major_minor(text: str) -> bool:
-    parts = text.split(".")
-    return len(parts) == 2 and all(p.isdigit() for p in parts)
 
 
 def json_schema() -> dict[str, Any]:

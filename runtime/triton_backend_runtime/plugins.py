@@ -31,6 +31,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import LoadError
+from .verdict import reason_of
+from .vocab import FAILED, LOADED
+from .vocab import PENDING as PENDING_STATE
 
 if TYPE_CHECKING:
     from .registry import PluginEntry
@@ -52,7 +55,7 @@ def hand_over(plugins: list[PluginEntry], triton_version: str | None) -> None:
             continue
         libtriton = sys.modules.get(LIBTRITON)
         if libtriton is None and has_extend_with(triton_version):
-            plugin.state, plugin.handed_over = "pending", PENDING
+            plugin.state, plugin.handed_over = PENDING_STATE, PENDING
             waiting.append(plugin)
             continue
         _give(plugin, libtriton)
@@ -89,13 +92,12 @@ def _give(plugin: PluginEntry, libtriton: Any) -> None:
                 f"({PLUGIN_PATHS_ENV} is only read while libtriton loads)"
             )
     except Exception as exc:  # a plugin that fails must not break import triton
-        plugin.state = "failed"
-        plugin.reason = (
-            exc.as_dict() if isinstance(exc, LoadError)
-            else LoadError("plugin", plugin.file, f"{type(exc).__name__}: {exc}").as_dict()
+        plugin.state = FAILED
+        plugin.reason = reason_of(
+            exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, f"{type(exc).__name__}: {exc}")
         )
         return
-    plugin.state = "loaded"
+    plugin.state = LOADED
 
 
 def _extend(libtriton: Any, path: str) -> None:

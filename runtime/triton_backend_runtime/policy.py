@@ -9,29 +9,36 @@
     The registry steps aside: Triton discovers and loads backends exactly as it does
     without this package.
 
-No policy makes ``import triton`` fail: a backend that is excluded or fails to import is
-recorded with its reason (see ``python -m triton_backend_runtime doctor``) and the others
-load. An unknown value is treated as ``warn``, with a warning.
+An unknown value (``strcit``) means ``strict``, with a warning naming the value: whoever set
+the variable asked for something, and the safe reading of a typo is the strictest one.
+No policy makes a *backend* break ``import triton``: one that is excluded or fails to
+import is recorded with its reason and the others load. The one exception is the Triton
+core itself under ``strict`` (see :mod:`.core`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+
+from .vocab import LEGACY, OFF, STRICT, UNVERIFIED, VERIFIED, WARN, Policy
 
 POLICY_ENV = "TRITON_BACKEND_POLICY"
-STRICT, WARN, OFF = "strict", "warn", "off"
-POLICIES = (STRICT, WARN, OFF)
+POLICIES: tuple[Policy, ...] = (STRICT, WARN, OFF)
 
 #: Which verification outcomes each policy lets load.
-ADMITS = {STRICT: {"verified"}, WARN: {"verified", "unverified", "legacy"}, OFF: set()}
+ADMITS: dict[Policy, frozenset[str]] = {
+    STRICT: frozenset({VERIFIED}), WARN: frozenset({VERIFIED, UNVERIFIED, LEGACY}), OFF: frozenset()
+}
 
 
-def current(env: dict[str, str] | os._Environ[str] | None = None) -> tuple[str, str | None]:
+def current(env: Mapping[str, str] | None = None) -> tuple[Policy, str | None]:
     """The policy in force, and a complaint when the variable held something unknown."""
     env = os.environ if env is None else env
     value = env.get(POLICY_ENV, "").strip().lower()
     if not value:
         return WARN, None
-    if value in POLICIES:
-        return value, None
-    return WARN, f"{POLICY_ENV}={value!r} is not one of {', '.join(POLICIES)}; using {WARN}"
+    for policy in POLICIES:
+        if value == policy:
+            return policy, None
+    return STRICT, f"{POLICY_ENV}={value[:40]!r} is not one of {', '.join(POLICIES)}; using {STRICT}"

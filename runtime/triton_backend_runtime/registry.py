@@ -1,9 +1,9 @@
 """The registry: one per process, it decides which backends and plugins Triton gets.
 
-Lifecycle of a backend (``Entry.state``)::
+Lifecycle of a backend (``Entry.state``, see :mod:`.vocab`)::
 
     discovered -> verified | unverified | legacy | rejected      (verify)
-               -> loaded | failed | excluded                     (load: policy, conflicts, import)
+               -> loaded | failed | excluded                     (admit, resolve, load)
                -> pending -> loaded | failed                     (plugins waiting for libtriton)
                -> selected                                       (the driver Triton picked)
 
@@ -11,39 +11,32 @@ Lifecycle of a backend (``Entry.state``)::
 backend whose distribution has no manifest: it is loaded exactly as Triton 3.9 loads it
 (under ``warn``) and marked legacy in every report, never dropped silently.
 
-Conflicts are resolved by one rule, applied to the backends and plugins the policy admits:
-
-    rank: verified < unverified < legacy; then the sys.path entry (earlier wins, as Python's
-    own import shadowing); then the distribution's normalised name; then discovery order.
-
-* Two distributions declaring the same backend name: the best by this rule keeps it; the
-  others are excluded with a ``conflict.name`` reason naming the winner. (Triton 3.9 lets
-  the last entry point win, silently.)
-* Two backends claiming the same target in their manifests: the best keeps the target;
-  the other backend is excluded (``conflict.target``).
-* Plugin libraries exporting the same strong symbol (other than the plugin API entry
-  points every plugin defines): the best loads, the other is excluded (``conflict.symbol``).
-
-All public methods take one re-entrant lock: two threads importing Triton at once load
-each backend once. ``verify`` and ``load`` are idempotent; :meth:`Registry.reset` forgets
-everything (for tests).
+The visible order: discover, verify, admit (policy), resolve (:mod:`.conflicts`, a pure
+function), locate (a backend whose package would be imported from anywhere but the
+verified location is excluded), load, hand over. All public methods take one re-entrant
+lock: two threads importing Triton at once load each backend once. ``verify`` and
+``load`` are idempotent; :meth:`Registry.reset` forgets everything (for tests).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import policy as pol
-from .cache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
+from .conflicts import Claim, resolve
 from .discovery import Candidate, Discovery, Distribution, discover
-from .errors import ConflictError, LoadError, PolicyError, TrustError
+from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
+from .verdict import Reason, Verdict, reason_of
+from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
+from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, State, Trust
 
 Loader = Callable[[str, str], Any]
-_RANK = {"verified": 0, "unverified": 1, "legacy": 2}
 
 
 class BackendWarning(UserWarning):
@@ -59,9 +52,9 @@ class Entry:
     source: str
     dist: Distribution | None
     order: int
-    trust: str = "discovered"
-    state: str = "discovered"
-    reason: dict[str, str] | None = None
+    trust: Trust = "discovered"
+    state: State = "discovered"
+    reason: Reason | None = None
     note: str = ""
     signers: list[str] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
@@ -78,23 +71,26 @@ class Entry:
 
 @dataclass
 class PluginEntry:
+    """One plugin library of a distribution with a manifest."""
+
     dist: Distribution
     path: str
     file: str
     api: str
     name: str | None
-    trust: str
+    trust: Trust
     exports: list[str]
-    state: str = "discovered"
-    reason: dict[str, str] | None = None
+    state: State = "discovered"
+    reason: Reason | None = None
     signers: list[str] = field(default_factory=list)
     handed_over: str = ""
     note: str = ""
 
+    def where(self) -> str:
+        return self.file
 
-def _rule(item: Entry | PluginEntry, order: int) -> tuple[int, int, str, int]:
-    dist = item.dist
-    return (_RANK.get(item.trust, 9), dist.order if dist else 1 << 30, dist.key if dist else "", order)
+    def label(self) -> str:
+        return self.dist.label()
 
 
 class Registry:
@@ -107,13 +103,14 @@ class Registry:
     def reset(self) -> None:
         with self._lock:
             self.policy, complaint = pol.current()
-            self.problems: list[dict[str, str]] = []
+            self.problems: list[Reason] = []
+            self.notes: list[Reason] = []
             if complaint:
-                self.problems.append(PolicyError("value", pol.POLICY_ENV, complaint).as_dict())
+                self.problems.append(reason_of(PolicyError("value", pol.POLICY_ENV, complaint)))
             self.discovery: Discovery | None = None
             self.entries: list[Entry] = []
             self.plugins: list[PluginEntry] = []
-            self.verdicts: dict[str, dict[str, Any]] = {}
+            self.verdicts: dict[str, Verdict] = {}
             self.trust_sources: list[str] = []
             self.hashed_bytes = 0
             self.result: dict[str, Any] | None = None
@@ -124,8 +121,6 @@ class Registry:
 
     def verify(self, *, rehash: bool = False, backends_dir: str | None = None) -> None:
         """Discover and verify everything once; later calls return at once."""
-        import os
-
         with self._lock:
             if self.discovery is not None:
                 return
@@ -136,75 +131,74 @@ class Registry:
             self.plugins = [p for d in found.distributions for p in self._plugins(d)]
             self.discovery = found
 
-    def _verdicts(self, found: Discovery, rehash: bool) -> dict[str, dict[str, Any]]:
+    def _verdicts(self, found: Discovery, rehash: bool) -> dict[str, Verdict]:
         from .trustpaths import trust_sources
 
         with_manifest = [d for d in found.distributions if d.manifest]
         if not with_manifest:
             return {}
         self.trust_sources = trust_sources()
+        libtriton = libtriton_path(found.triton)
         triton = found.triton
-        libtriton = _libtriton(triton)
         extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or ""))]
         context = context_digest(self.trust_sources, extra)
-        cache = VerifyCache(cache_file(), enabled=not rehash)
-        verdicts: dict[str, dict[str, Any]] = {}
+        cache = VerifyCache(cache_file(), read=not rehash)
+        verdicts: dict[str, Verdict] = {}
         ctx = None
         for dist in with_manifest:
-            cached = cache.lookup(dist.dist_info, context)
-            if cached is None:
+            verdict = cache.lookup(dist.dist_info, context)
+            if verdict is None:
                 ctx = ctx or self._context(triton, libtriton, cache, rehash)
                 from .verify import verify_distribution
 
                 verdict = verify_distribution(dist, ctx)
-                cached = asdict(verdict)
-                cache.store(dist.dist_info, context, cached, [dist.dist_info, *verdict.files])
-            verdicts[dist.dist_info] = cached
+                cache.store(dist.dist_info, context, verdict)
+            verdicts[dist.dist_info] = verdict
         if ctx is not None:
             cache.hashes = ctx.hashes.entries
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()
+        self.notes += [reason_of(n) for n in cache.notes]
         return verdicts
 
     def _context(self, triton: Distribution | None, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
+        from .installed import HashCache, hash_workers
         from .trust import load_trust_store
-        from .verify import Context, HashCache
+        from .verify import Context
 
         store, problems = load_trust_store()
-        self.problems += [p.as_dict() for p in problems]
-        return Context(store, triton.version if triton else None, libtriton, HashCache(cache.hashes, rehash))
+        self.problems += [reason_of(p) for p in problems]
+        hashes = HashCache(cache.hashes, rehash)
+        return Context(store, triton.version if triton else None, libtriton, hashes, hash_workers())
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
         verdict = self.verdicts.get(candidate.dist.dist_info) if candidate.dist else None
         if verdict is None:
-            entry.trust = entry.state = "legacy"
+            entry.trust = entry.state = LEGACY
             entry.note = "no manifest (a legacy wheel): Triton's own loading, nothing verified"
             return entry
-        entry.trust = entry.state = verdict["status"]
-        entry.reason, entry.note, entry.signers = verdict["problem"], verdict["note"], verdict["signers"]
-        claims = {c["name"]: c for c in verdict["backends"]}
-        claim = claims.get(candidate.name)
-        if entry.trust != "rejected" and (claim is None or claim["package"] != candidate.package):
-            entry.trust = entry.state = "rejected"
-            signed = f"signed: {claim['package']}" if claim else "the signed manifest declares no such backend"
-            entry.reason = PolicyError(
+        entry.trust = entry.state = verdict.status
+        entry.reason, entry.note, entry.signers = verdict.problem, verdict.note, list(verdict.signers)
+        claim = next((c for c in verdict.backends if c.name == candidate.name), None)
+        if entry.trust != REJECTED and (claim is None or claim.package != candidate.package):
+            entry.trust = entry.state = REJECTED
+            signed = f"signed: {claim.package}" if claim else "the signed manifest declares no such backend"
+            entry.reason = reason_of(PolicyError(
                 "entry-point", entry.where(), f"backend {candidate.name} = {candidate.package} is not the one "
                 f"the manifest vouches for ({signed})"
-            ).as_dict()
-        entry.targets = list(claim["targets"]) if claim else []
+            ))
+        entry.targets = list(claim.targets) if claim else []
         return entry
 
     def _plugins(self, dist: Distribution) -> list[PluginEntry]:
         verdict = self.verdicts.get(dist.dist_info)
-        if not verdict:
+        if verdict is None:
             return []
         return [
-            PluginEntry(
-                dist, p["path"], p["file"], p["api"], p["name"], verdict["status"], p["exports"],
-                verdict["status"], verdict["problem"], verdict["signers"], note=verdict["note"],
-            )
-            for p in verdict["plugins"]
+            PluginEntry(dist, p.path, p.file, p.api, p.name, verdict.status, list(p.exports), verdict.status,
+                        verdict.problem, list(verdict.signers), note=verdict.note)
+            for p in verdict.plugins
         ]
 
     # -- load -----------------------------------------------------------------------------
@@ -212,19 +206,22 @@ class Registry:
     def load(self, loader: Loader, backends_dir: str | None = None) -> dict[str, Any] | None:
         """The backend table for Triton, or None when policy is ``off`` (Triton decides)."""
         with self._lock:
-            if self.policy == pol.OFF:
+            if self.policy == OFF:
                 return None
             if self.result is not None:
                 return self.result
             self.verify(backends_dir=backends_dir)
-            admitted = self._admit(self.entries)
-            self._resolve_names(admitted)
-            self._resolve_targets([e for e in admitted if e.state not in ("excluded",)])
+            backends = self._admit(self.entries)
+            plugins = self._admit(self.plugins)
+            self._resolve(backends, plugins)
             result: dict[str, Any] = {}
-            for entry in sorted(self.entries, key=lambda e: e.order):
-                if entry in admitted and entry.state != "excluded":
+            for entry in sorted(backends, key=lambda e: e.order):
+                if entry.state != EXCLUDED and self._located(entry):
                     self._load_one(entry, loader, result)
-            self._resolve_plugins(self._admit(self.plugins))
+            from .plugins import hand_over
+
+            triton = self.discovery.triton if self.discovery else None
+            hand_over([p for p in plugins if p.state != EXCLUDED], triton.version if triton else None)
             self._warn()
             self.result = result
             return result
@@ -235,81 +232,57 @@ class Registry:
         for item in items:
             if item.trust in allowed:
                 admitted.append(item)
-            elif item.state != "excluded":
-                item.state = "excluded"
-                if item.reason is None or item.trust != "rejected":
-                    why = item.reason["message"] if item.reason else item.note or item.trust
-                    item.reason = PolicyError(
-                        "not-verified", _where(item), f"policy {self.policy} admits only "
+            elif item.state != EXCLUDED:
+                item.state = EXCLUDED
+                if item.reason is None or item.trust != REJECTED:
+                    why = item.reason.message if item.reason else item.note or item.trust
+                    item.reason = reason_of(PolicyError(
+                        "not-verified", item.where(), f"policy {self.policy} admits only "
                         f"{', '.join(sorted(allowed))}; this one is {item.trust}: {why}"
-                    ).as_dict()
+                    ))
         return admitted
 
-    def _resolve_names(self, admitted: list[Entry]) -> None:
-        groups: dict[str, list[Entry]] = {}
-        for entry in admitted:
-            groups.setdefault(entry.name, []).append(entry)
-        for name, group in groups.items():
-            winner = min(group, key=lambda e: _rule(e, e.order))
-            for loser in group:
-                if loser is not winner:
-                    self._exclude(loser, "name", f"backend {name!r} is also declared by {winner.label()}, "
-                                  "which wins (rule: verified > unverified > legacy, then earlier on sys.path)")
+    def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
+        items: list[Entry | PluginEntry] = [*backends, *plugins]
+        claims = [_claim(i, item) for i, item in enumerate(items)]
+        for exclusion in resolve(claims[: len(backends)], claims[len(backends):]):
+            item = items[exclusion.key]
+            item.state = EXCLUDED
+            item.reason = reason_of(ConflictError(exclusion.code, item.where(), exclusion.detail))
 
-    def _resolve_targets(self, admitted: list[Entry]) -> None:
-        owner: dict[str, Entry] = {}
-        for entry in sorted(admitted, key=lambda e: _rule(e, e.order)):
-            taken = [t for t in entry.targets if t in owner]
-            if taken:
-                first = owner[taken[0]]
-                self._exclude(entry, "target", f"target {taken[0]!r} is already claimed by backend "
-                              f"{first.name!r} of {first.label()}, which wins (rule: verified first, then sys.path)")
-                continue
-            for target in entry.targets:
-                owner[target] = entry
-
-    def _resolve_plugins(self, admitted: list[PluginEntry]) -> None:
-        owner: dict[str, PluginEntry] = {}
-        keep: list[PluginEntry] = []
-        for _index, plugin in sorted(enumerate(admitted), key=lambda p: _rule(p[1], p[0])):
-            clash = [s for s in plugin.exports if s in owner]
-            if clash:
-                self._exclude(plugin, "symbol", f"exports {clash[0]!r}, already exported by plugin "
-                              f"{owner[clash[0]].path} of {owner[clash[0]].dist.label()}, which wins")
-                continue
-            owner.update(dict.fromkeys(plugin.exports, plugin))
-            keep.append(plugin)
-        from .plugins import hand_over
-
-        triton = self.discovery.triton if self.discovery else None
-        hand_over(keep, triton.version if triton else None)
-
-    def _exclude(self, item: Entry | PluginEntry, code: str, detail: str) -> None:
-        item.state = "excluded"
-        item.reason = ConflictError(code, _where(item), detail).as_dict()
+    def _located(self, entry: Entry) -> bool:
+        """Whether ``entry.package`` imports from the location that was verified."""
+        if entry.dist is None or entry.trust == LEGACY:
+            return True
+        expected = os.path.join(entry.dist.root, *entry.package.split("."))
+        found = locate_package(entry.package)
+        if found is not None and _same_dir(found, expected):
+            return True
+        entry.state = EXCLUDED
+        entry.reason = reason_of(VerifyError(
+            "shadowed", found or entry.package, f"{entry.package} would be imported from {found or 'nowhere'}, "
+            f"not from the verified {expected} (an earlier sys.path entry shadows it)"
+        ))
+        return False
 
     def _load_one(self, entry: Entry, loader: Loader, result: dict[str, Any]) -> None:
         try:
             entry.backend = loader(entry.name, entry.package)
         except Exception as exc:  # a broken backend must never break the others
-            entry.state = "failed"
-            entry.reason = LoadError("import", entry.package, _describe(exc)).as_dict()
+            entry.state = FAILED
+            entry.reason = reason_of(LoadError("import", entry.package, describe(exc)))
             return
-        entry.state = "loaded"
+        entry.state = LOADED
         result[entry.name] = entry.backend
 
     def _warn(self) -> None:
+        for problem in self.problems:
+            emit(f"{problem.path}: {problem.message}")
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
         for item in items:
-            if item.state in ("excluded", "failed") and item.reason:
-                kind = "backend" if isinstance(item, Entry) else "plugin"
-                name = item.name if isinstance(item, Entry) else item.path
-                dist = item.dist.label() if item.dist else "no distribution"
-                warnings.warn(
-                    f"Triton {kind} {name} ({dist}) {item.state}: {item.reason['path']}: {item.reason['message']}",
-                    BackendWarning,
-                    stacklevel=3,
-                )
+            if item.state in (EXCLUDED, FAILED) and item.reason:
+                kind, name = ("backend", item.name) if isinstance(item, Entry) else ("plugin", item.path)
+                emit(f"Triton {kind} {name} ({item.label()}) {item.state}: {item.reason.path}: {item.reason.message}")
 
     # -- select ---------------------------------------------------------------------------
 
@@ -317,32 +290,96 @@ class Registry:
         with self._lock:
             for entry in self.entries:
                 if entry.backend is not None and getattr(entry.backend, "driver", None) is driver_class:
-                    entry.state = "selected"
+                    entry.state = SELECTED
 
     # -- report ---------------------------------------------------------------------------
 
     def report(self) -> dict[str, Any]:
         """Everything, as plain JSON-able data: the ``list --json`` document."""
+        from dataclasses import asdict
+
         with self._lock:
+            triton = self.discovery.triton if self.discovery else None
             return {
                 "policy": self.policy,
                 "used_by_triton": self.used_by_triton,
                 "discovery": "in-tree" if self.discovery and self.discovery.in_tree else "entry-points",
-                "triton": self.discovery.triton.label() if self.discovery and self.discovery.triton else None,
+                "triton": triton.label() if triton else None,
                 "trust_sources": self.trust_sources,
                 "cache": cache_file(),
                 "manifest_digest": self.manifest_digest,
-                "problems": self.problems,
-                "backends": [_backend_row(e) for e in self.entries],
-                "plugins": [_plugin_row(p) for p in self.plugins],
+                "problems": [asdict(p) for p in self.problems],
+                "notes": [asdict(n) for n in self.notes],
+                "backends": [_backend_row(e, self.verdicts) for e in self.entries],
+                "plugins": [_plugin_row(p, self.verdicts) for p in self.plugins],
             }
 
+    def healthy(self) -> bool:
+        items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
+        return not self.problems and all(i.state not in BAD_STATES for i in items)
 
-def _where(item: Entry | PluginEntry) -> str:
-    return item.where() if isinstance(item, Entry) else item.file
+
+def emit(message: str) -> None:
+    """A BackendWarning; under ``-W error`` one line on stderr instead of an exception, since
+    the registry's warnings must never be what makes ``import triton`` fail."""
+    try:
+        warnings.warn(message, BackendWarning, stacklevel=4)
+    except Warning:
+        print(f"BackendWarning: {message}", file=sys.stderr)
 
 
-def _describe(exc: BaseException) -> str:
+def locate_package(package: str) -> str | None:
+    """The directory ``import package`` would load from, found without running any of it:
+    parents already imported are asked for their ``__path__``; others are searched by the
+    finders as the import system would (a top level by every finder on ``sys.meta_path``)."""
+    import importlib.machinery
+
+    parts = package.split(".")
+    search: list[str] | None = None
+    spec = None
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        module = sys.modules.get(name)
+        spec = getattr(module, "__spec__", None) if module is not None else None
+        if spec is None:
+            spec = _find_spec(name, search) if depth == 1 else importlib.machinery.PathFinder.find_spec(name, search)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        search = list(spec.submodule_search_locations)
+    return search[0] if search else None
+
+
+def _find_spec(name: str, path: list[str] | None) -> Any:
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, path)
+        except Exception:  # a broken finder is the import system's problem, not a location
+            continue
+        if spec is not None:
+            return spec
+    return None
+
+
+def _same_dir(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _claim(key: int, item: Entry | PluginEntry) -> Claim:
+    dist = item.dist
+    order = dist.order if dist else 1 << 30
+    dist_key = dist.key if dist else ""
+    if isinstance(item, Entry):
+        return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets))
+    return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports))
+
+
+def describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__ or exc.__context__
     if cause is not None:
@@ -350,31 +387,35 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
-def _dist_row(dist: Distribution | None) -> dict[str, Any]:
+def _reason(reason: Reason | None) -> dict[str, str] | None:
+    return None if reason is None else {"code": reason.code, "path": reason.path, "message": reason.message}
+
+
+def _dist_row(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dict[str, Any]:
     if dist is None:
-        return {"distribution": None, "version": None, "dist_info": None, "manifest": None}
-    return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info, "manifest": dist.manifest}
+        return {"distribution": None, "version": None, "dist_info": None, "manifest": None, "coverage": None}
+    verdict = verdicts.get(dist.dist_info)
+    return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info,
+            "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None}
 
 
-def _backend_row(e: Entry) -> dict[str, Any]:
+def _backend_row(e: Entry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
     return {
-        "name": e.name, "package": e.package, "source": e.source, **_dist_row(e.dist),
+        "name": e.name, "package": e.package, "source": e.source, **_dist_row(e.dist, verdicts),
         "trust": e.trust, "state": e.state, "active": e.active, "signers": e.signers,
-        "targets": e.targets, "note": e.note, "reason": e.reason,
+        "targets": e.targets, "note": e.note, "reason": _reason(e.reason),
     }
 
 
-def _plugin_row(p: PluginEntry) -> dict[str, Any]:
+def _plugin_row(p: PluginEntry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
     return {
-        "path": p.path, "file": p.file, "api": p.api, "name": p.name, **_dist_row(p.dist),
+        "path": p.path, "file": p.file, "api": p.api, "name": p.name, **_dist_row(p.dist, verdicts),
         "trust": p.trust, "state": p.state, "signers": p.signers, "handed_over": p.handed_over,
-        "reason": p.reason,
+        "note": p.note, "reason": _reason(p.reason),
     }
 
 
-def _libtriton(triton: Distribution | None) -> str | None:
-    import os
-
+def libtriton_path(triton: Distribution | None) -> str | None:
     if triton is None:
         return None
     path = os.path.join(triton.root, "triton", "_C", "libtriton.so")
@@ -394,4 +435,7 @@ def reset() -> None:
     _REGISTRY.reset()
 
 
-__all__ = ["BackendWarning", "Entry", "PluginEntry", "Registry", "TrustError", "get", "reset"]
+__all__ = [
+    "BackendWarning", "CacheError", "Entry", "PluginEntry", "Registry", "TrustError", "emit", "get",
+    "locate_package", "reset",
+]

@@ -44,7 +44,7 @@ def explain(registry: Registry, headline: str) -> str:
             if e.inactive_reason and not e.active:
                 why += f" ({e.inactive_reason})"
         elif e.reason:
-            why = f"{e.reason['path']}: {e.reason['message']}"
+            why = f"{e.reason.path}: {e.reason.message}"
         else:
             why = e.note or "not loaded"
         lines.append(f"  {e.name} [{dist}, {e.trust}, {e.state}]: {why}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import jsonlimits, schema
 from . import manifest as m
-from . import schema
 from .errors import ManifestError
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -32,12 +32,7 @@ def statement_bytes(manifest: m.Manifest) -> bytes:
 
 def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
     """Parse a (verified) statement; size cap, version check and subject check included."""
-    if len(body) > m.MAX_MANIFEST_BYTES:
-        raise ManifestError("too-large", where, f"statement is {len(body)} bytes; the limit is {m.MAX_MANIFEST_BYTES}")
-    try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError("json", where, f"statement is not valid JSON: {exc}") from None
+    doc = jsonlimits.loads(body, where, ManifestError, limit=m.MAX_MANIFEST_BYTES)
     if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
         raise ManifestError("statement", where, f"not an in-toto Statement v1 (_type must be {STATEMENT_TYPE})")
     kind = doc.get("predicateType")
@@ -50,10 +45,13 @@ def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
 
 
 def _check_subjects(subjects: Any, manifest: m.Manifest, where: str) -> None:
-    try:
-        listed = {(s["name"], s["digest"]["sha256"]) for s in subjects}
-    except (TypeError, KeyError):
-        raise ManifestError("statement", where, "statement subjects are malformed") from None
+    listed = set()
+    for subject in subjects if isinstance(subjects, list) else [None]:
+        digest = subject.get("digest") if isinstance(subject, dict) else None
+        name, sha = (subject or {}).get("name"), digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str):
+            raise ManifestError("statement", where, "statement subjects are malformed")
+        listed.add((name, sha))
     expected = {(a.path, a.sha256) for a in manifest.artifacts}
     if listed != expected:
         raise ManifestError("statement", where, "statement subjects do not match the manifest's artifacts")

@@ -1,80 +1,72 @@
 """Verification of one installed distribution against its signed manifest, offline.
 
 In order, each step stopping at the first problem (a :class:`VerifyError`,
-:class:`SignatureError` or :class:`ManifestError` naming the file):
+:class:`SignatureError`, :class:`ManifestError` or :class:`TrustStoreError` naming the file):
 
 1. the DSSE envelope's signatures against the trust store (DSSE v1); only the verified
-   payload is parsed, as an in-toto Statement v1 whose predicate is the manifest;
-2. the signed name and version are the installed distribution's (PEP 503 names, PEP 440
+   payload is parsed (within :mod:`.jsonlimits`), as an in-toto Statement v1 whose
+   predicate is the manifest;
+2. the signers' scope and the version floor (TUF-style delegations, :mod:`.trust`);
+3. the signed name and version are the installed distribution's (PEP 503 names, PEP 440
    versions): a manifest copied from another release is refused;
-3. a wheel tag of the manifest fits this interpreter (``packaging.tags``, PEP 425), the
+4. a wheel tag of the manifest fits this interpreter (``packaging.tags``, PEP 425), the
    Python and Triton versions satisfy its specifiers (PEP 440), its protocol major is one
    this runtime speaks;
-4. every artifact's size and sha256 as installed (through :class:`HashCache`);
-5. no ``.so`` in the backend packages or next to an artifact that the manifest does not list;
-6. every symbol a plugin (or a library linked against ``libtriton.so``) imports without a
+5. every artifact, as installed: a regular file inside the install root, with the signed
+   size and sha256 (:mod:`.installed`);
+6. nothing unlisted that Python or the loader could run: with a manifest that covers every
+   file (schema 1.1 ``coverage: all``), no ``.py``, extension module, shared library or
+   sourceless ``.pyc`` anywhere in the distribution's import packages (symlinked
+   directories followed); with a 1.0 manifest (native files only), no unlisted shared
+   library in the backend packages;
+7. every symbol a plugin (or a library linked against ``libtriton.so``) imports without a
    version, and no sibling artifact provides, is exported by the installed ``libtriton.so``.
 
 A manifest that is well-formed but not signed by a trusted key (hash-only, or an unknown
-signer) is checked the same way and comes out ``unverified``: its payload is parsed for
-the integrity checks and the report only, never to grant trust. A bad signature by a
-trusted key, or a revoked key, is ``rejected``.
+signer) is checked the same way and comes out ``unverified``: its payload is parsed for the
+integrity checks and the report only, never to grant trust. A bad signature by a trusted
+key, or a revoked key, is ``rejected``. Whatever a manifest holds, the outcome is a verdict
+for its own distribution: no exception leaves :func:`verify_distribution`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import dsse, dynsym
 from . import manifest as m
-from .cache import identity
 from .discovery import Distribution, canonical
 from .errors import SignatureError, TrustError, VerifyError
+from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
+from .installed import (
+    Confinement,
+    HashCache,
+    Opened,
+    check_package_name,
+    installed_path,
+    open_regular,
+    read_bounded,
+    walk_files,
+)
 from .layout import is_shared_library
 from .statement import manifest_from_statement
 from .trust import TrustStore
+from .verdict import BackendClaim, PluginClaim, Reason, Verdict, reason_of
+from .vocab import REJECTED, UNVERIFIED, VERIFIED
+
+__all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribution"]
 
 #: Backend protocol majors this runtime can load (manifest ``protocol_version``).
 SUPPORTED_PROTOCOL_MAJORS = (1,)
 #: Symbols every plugin defines on purpose; Triton looks them up per library handle.
 _PER_LIBRARY = {m.PLUGIN_V2_SYMBOL, *m.PLUGIN_V1_SYMBOLS, "_init", "_fini", "_edata", "_end", "__bss_start"}
-_CHUNK = 1 << 20
-
-VERIFIED, UNVERIFIED, REJECTED = "verified", "unverified", "rejected"
-
-
-@dataclass
-class BackendClaim:
-    name: str
-    package: str
-    targets: list[str] = field(default_factory=list)
-
-
-@dataclass
-class PluginClaim:
-    path: str
-    file: str
-    api: str
-    name: str | None
-    exports: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Verdict:
-    """The outcome for one distribution; plain data, so it can be cached as JSON."""
-
-    status: str
-    signers: list[str] = field(default_factory=list)
-    problem: dict[str, str] | None = None
-    note: str = ""
-    envelope_sha256: str = ""
-    backends: list[BackendClaim] = field(default_factory=list)
-    plugins: list[PluginClaim] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
+_MAJOR = re.compile(r"[0-9]{1,6}")
+#: What the import system or the dynamic loader could run, by file name.
+_CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
 
 
 @dataclass
@@ -85,79 +77,62 @@ class Context:
     triton_version: str | None
     libtriton: str | None
     hashes: HashCache
-
-
-class HashCache:
-    """sha256 of files keyed on identity (dev, inode, size, mtime_ns, ctime_ns).
-
-    A file rewritten in place changes mtime/ctime; a file replaced changes inode; either way
-    the entry no longer matches and the file is hashed again. ``rehash`` ignores every entry.
-    """
-
-    def __init__(self, entries: dict[str, list[object]] | None = None, rehash: bool = False) -> None:
-        self.entries: dict[str, list[object]] = dict(entries or {})
-        self.rehash = rehash
-        self.hashed_bytes = 0
-
-    def sha256(self, path: str, st: os.stat_result) -> str:
-        ident = identity(st)
-        cached = self.entries.get(path)
-        if cached is not None and not self.rehash and cached[:5] == ident:
-            return str(cached[5])
-        digest = hashlib.sha256()
-        with open(path, "rb") as stream:
-            while chunk := stream.read(_CHUNK):
-                digest.update(chunk)
-        self.hashed_bytes += st.st_size
-        self.entries[path] = [*ident, digest.hexdigest()]
-        return digest.hexdigest()
+    workers: int = 1
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
-    """Verify ``dist`` (which has a manifest); never raises for a bad distribution."""
+    """Verify ``dist`` (which has a manifest); never raises, whatever its files hold."""
     assert dist.manifest is not None
-    verdict = Verdict(REJECTED, files=[dist.manifest])
+    verdict = Verdict(REJECTED, files=[dist.dist_info, dist.manifest])
     try:
-        data = _read_capped(dist.manifest)
-        verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
-        payload = _check_signature(data, dist.manifest, ctx.trust, verdict)
-        manifest = manifest_from_statement(payload, dist.manifest)
-        _claims(manifest, dist, verdict)
-        _check_identity(manifest, dist)
-        _check_environment(manifest, dist, ctx)
-        located = _check_artifacts(manifest, dist, ctx, verdict)
-        _check_unlisted(manifest, dist, located, verdict)
-        _check_symbols(manifest, located, ctx)
+        _verify(dist, ctx, verdict)
     except TrustError as exc:
+        verdict.status, verdict.problem = REJECTED, reason_of(exc)
+    except Exception as exc:  # hostile input: any failure is this distribution's reason, only
         verdict.status = REJECTED
-        verdict.problem = exc.as_dict()
+        verdict.problem = Reason("verify.error", dist.manifest, f"cannot verify: {type(exc).__name__}: {exc}"[:500])
     return verdict
 
 
-def _read_capped(path: str) -> bytes:
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read(dsse.MAX_ENVELOPE_BYTES + 1)
-    except OSError as exc:
-        raise VerifyError("read", path, f"cannot read the manifest: {exc.strerror}") from None
-    return data
+def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
+    assert dist.manifest is not None
+    data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
+    verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
+    payload, keyids = _check_signature(data, dist.manifest, ctx.trust, verdict)
+    manifest = manifest_from_statement(payload, dist.manifest)
+    verdict.coverage = manifest.coverage
+    if manifest.coverage != m.COVERAGE_ALL:
+        verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
+    confine = Confinement(dist.root)
+    located = _locate(manifest, dist, verdict)
+    _claims(manifest, dist, located, verdict)
+    _check_delegation(manifest, keyids, ctx.trust, dist.manifest, verdict)
+    _check_identity(manifest, dist)
+    _check_environment(manifest, dist, ctx)
+    _check_artifacts(manifest, located, confine, ctx)
+    _check_unlisted(manifest, dist, located, verdict)
+    _check_symbols(manifest, located, ctx)
 
 
-def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdict) -> bytes:
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdict) -> tuple[bytes, tuple[str, ...]]:
     envelope = dsse.decode(data, where)
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
-        raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type!r} is not ours")
+        raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type[:100]!r} is not ours")
     known = [s for s in envelope.signatures if s.keyid in trust.keys or s.keyid in trust.revoked]
     if not known:
         verdict.status = UNVERIFIED
         keyids = ", ".join(s.keyid[:16] for s in envelope.signatures)
         verdict.note = f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)"
         verdict.signers = [s.keyid for s in envelope.signatures]
-        return dsse.unverified_payload(envelope)
+        return dsse.unverified_payload(envelope), ()
     verified = dsse.verify(envelope, trust, where)
     verdict.status = VERIFIED
     verdict.signers = [_signer(trust, k) for k in verified.keyids]
-    return verified.payload
+    return verified.payload, verified.keyids
 
 
 def _signer(trust: TrustStore, keyid: str) -> str:
@@ -165,15 +140,47 @@ def _signer(trust: TrustStore, keyid: str) -> str:
     return f"{keyid} {key.comment}".rstrip()
 
 
-def _claims(manifest: m.Manifest, dist: Distribution, verdict: Verdict) -> None:
+def _check_delegation(
+    manifest: m.Manifest, keyids: tuple[str, ...], trust: TrustStore, where: str, verdict: Verdict
+) -> None:
+    """TUF-style delegations: a key signs only the names it is scoped to; no rollback."""
+    from . import trust as delegations
+
+    check_floor = getattr(delegations, "check_floor", None)
+    if check_floor is not None:
+        check_floor(trust, manifest.name, manifest.version, where)
+    admit = getattr(delegations, "admit_signers", None)
+    if keyids and admit is not None:
+        admitted = admit(trust, keyids, manifest.name, manifest.version, where)
+        verdict.signers = [_signer(trust, k) for k in admitted]
+
+
+def _locate(manifest: m.Manifest, dist: Distribution, verdict: Verdict) -> dict[str, str]:
+    """Where each artifact is installed; every one becomes a dependency of the verdict, so a
+    missing or failing file that is later repaired is noticed."""
+    where = dist.manifest or dist.dist_info
+    located: dict[str, str] = {}
+    for artifact in manifest.artifacts:
+        path = installed_path(dist.root, artifact.path, where)
+        if path is not None:
+            located[artifact.path] = path
+    for backend in manifest.backends:
+        check_package_name(backend.package, where)
+    verdict.files += sorted(set(located.values()))
+    return located
+
+
+def _claims(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict) -> None:
     verdict.backends = [BackendClaim(b.name, b.package, list(b.targets)) for b in manifest.backends]
     by_path = {a.path: a for a in manifest.artifacts}
     for plugin in manifest.plugins:
         artifact = by_path.get(plugin.path)
-        exports = _strong_exports(artifact.elf) if artifact and artifact.elf else []
-        verdict.plugins.append(
-            PluginClaim(plugin.path, installed_path(dist.root, plugin.path), plugin.api, plugin.name, exports)
-        )
+        file = located.get(plugin.path)
+        if artifact is None or file is None:
+            raise VerifyError("plugin", dist.manifest or dist.dist_info,
+                              f"plugin {plugin.path[:200]!r} is not an installed artifact of the manifest")
+        exports = _strong_exports(artifact.elf) if artifact.elf else []
+        verdict.plugins.append(PluginClaim(plugin.path, file, plugin.api, plugin.name, exports))
 
 
 def _strong_exports(elf: m.ElfInfo) -> list[str]:
@@ -182,49 +189,64 @@ def _strong_exports(elf: m.ElfInfo) -> list[str]:
     )
 
 
-def _check_identity(manifest: m.Manifest, dist: Distribution) -> None:
+def _same_version(a: str, b: str) -> bool:
     from packaging.version import InvalidVersion, Version
 
+    try:
+        return Version(a) == Version(b)
+    except (InvalidVersion, ValueError):  # ValueError: a number too long for int()
+        return a == b
+
+
+def _check_identity(manifest: m.Manifest, dist: Distribution) -> None:
     where = dist.manifest or dist.dist_info
     if canonical(manifest.name) != dist.key:
-        raise VerifyError("name", where, f"the manifest is for {manifest.name!r}, installed is {dist.name!r}")
-    try:
-        same = Version(manifest.version) == Version(dist.version)
-    except InvalidVersion:
-        same = manifest.version == dist.version
-    if not same:
+        raise VerifyError("name", where, f"the manifest is for {manifest.name[:200]!r}, installed is {dist.name!r}")
+    if not _same_version(manifest.version, dist.version):
         raise VerifyError(
-            "version", where, f"the manifest is for version {manifest.version}, installed is {dist.version}"
+            "version", where, f"the manifest is for version {manifest.version[:100]}, installed is {dist.version}"
         )
 
 
 def _check_environment(manifest: m.Manifest, dist: Distribution, ctx: Context) -> None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    where = dist.manifest or dist.dist_info
+    _check_tags(manifest.tags, where)
+    major = manifest.protocol_version.split(".")[0]
+    if not _MAJOR.fullmatch(major) or int(major) not in SUPPORTED_PROTOCOL_MAJORS:
+        raise VerifyError("protocol", where, f"backend protocol {manifest.protocol_version[:50]!r} is not supported")
+    python = ".".join(map(str, sys.version_info[:3]))
+    _check_specifier("Python", manifest.requirements.python, python, where)
+    if manifest.requirements.triton and ctx.triton_version is None:
+        raise VerifyError("triton", where, f"requires Triton {manifest.requirements.triton}; Triton is not installed")
+    _check_specifier("Triton", manifest.requirements.triton, ctx.triton_version, where)
+
+
+def _check_tags(tags: list[str], where: str) -> None:
     from packaging.tags import parse_tag
 
-    where = dist.manifest or dist.dist_info
-    supported = _interpreter_tags()
-    tags = {str(t) for text in manifest.tags for t in parse_tag(text)}
-    if tags and not tags & supported:
-        raise VerifyError("tag", where, f"wheel tags {', '.join(manifest.tags)} do not fit this interpreter")
-    major = manifest.protocol_version.split(".")[0]
-    if not major.isdigit() or int(major) not in SUPPORTED_PROTOCOL_MAJORS:
-        raise VerifyError("protocol", where, f"backend protocol {manifest.protocol_version} is not supported")
-    python = ".".join(map(str, sys.version_info[:3]))
-    wanted = [("Python", manifest.requirements.python, python), ("Triton", manifest.requirements.triton, None)]
-    for what, spec, installed in wanted:
-        if not spec:
-            continue
-        if what == "Triton":
-            installed = ctx.triton_version
-            if installed is None:
-                raise VerifyError("triton", where, f"requires Triton {spec}; Triton is not installed")
+    parsed: set[str] = set()
+    for text in tags:
         try:
-            ok = SpecifierSet(spec).contains(str(installed), prereleases=True)
-        except InvalidSpecifier:
-            raise VerifyError("requirement", where, f"{what} requirement {spec!r} is not a PEP 440 specifier") from None
-        if not ok:
-            raise VerifyError(what.lower(), where, f"requires {what} {spec}; installed is {installed}")
+            parsed |= {str(t) for t in parse_tag(text)}
+        except ValueError:
+            raise VerifyError("tag", where, f"wheel tag {text[:100]!r} is not 'python-abi-platform'") from None
+    if parsed and not parsed & _interpreter_tags():
+        raise VerifyError("tag", where, f"wheel tags {', '.join(tags)} do not fit this interpreter")
+
+
+def _check_specifier(what: str, spec: str | None, installed: str | None, where: str) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not spec or installed is None:
+        return
+    try:
+        ok = SpecifierSet(spec).contains(installed, prereleases=True)
+    except (InvalidSpecifier, ValueError):
+        raise VerifyError(
+            "requirement", where, f"{what} requirement {spec[:100]!r} is not a PEP 440 specifier"
+        ) from None
+    if not ok:
+        raise VerifyError(what.lower(), where, f"requires {what} {spec}; installed is {installed}")
 
 
 _TAGS: set[str] = set()
@@ -238,54 +260,66 @@ def _interpreter_tags() -> set[str]:
     return _TAGS
 
 
-def installed_path(root: str, wheel_path: str) -> str:
-    """Where a wheel member lands: ``<name>.data/purelib|platlib/`` go to the root."""
-    parts = wheel_path.split("/")
-    if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("purelib", "platlib"):
-        parts = parts[2:]
-    return os.path.join(root, *parts)
+def _check_artifacts(manifest: m.Manifest, located: dict[str, str], confine: Confinement, ctx: Context) -> None:
+    """Every vouched file: inside the root, regular, the signed size, then the signed sha256."""
+    opened: list[tuple[m.Artifact, Opened]] = []
+    try:
+        for artifact in manifest.artifacts:
+            path = located.get(artifact.path)
+            if path is None:
+                continue
+            confine.check(path)
+            fd, st = open_regular(path)
+            opened.append((artifact, Opened(path, fd, st)))
+            if st.st_size != artifact.size:
+                raise VerifyError("size", path, f"size {st.st_size}, the manifest says {artifact.size}")
+        ctx.hashes.fill([o for _, o in opened], ctx.workers)
+        for artifact, item in opened:
+            if item.sha256 != artifact.sha256:
+                raise VerifyError("sha256", item.path, "sha256 differs from the signed manifest (the file was changed)")
+    finally:
+        for _, item in opened:
+            os.close(item.fd)
 
 
-def _check_artifacts(manifest: m.Manifest, dist: Distribution, ctx: Context, verdict: Verdict) -> dict[str, str]:
-    located: dict[str, str] = {}
-    for artifact in manifest.artifacts:
-        path = installed_path(dist.root, artifact.path)
-        try:
-            st = os.stat(path)
-        except OSError:
-            raise VerifyError("missing", path, f"listed in the manifest of {dist.label()} but not installed") from None
-        if st.st_size != artifact.size:
-            raise VerifyError("size", path, f"size {st.st_size}, the manifest says {artifact.size}")
-        if ctx.hashes.sha256(path, st) != artifact.sha256:
-            raise VerifyError("sha256", path, "sha256 differs from the signed manifest (the file was changed)")
-        located[artifact.path] = path
-        verdict.files.append(path)
-    return located
+def _is_code(directory: str, name: str) -> bool:
+    """A file the import system or the loader could run; ``__pycache__`` bytecode is Python's
+    cache of a source beside it (see the README on bytecode), not a module of its own."""
+    if os.path.basename(directory) == "__pycache__":
+        return False
+    return name.endswith(_CODE_SUFFIXES) or is_shared_library(name)
 
 
 def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict) -> None:
-    """Walk every backend package (recursively) and every directory holding an artifact."""
     listed = set(located.values())
-    roots = {os.path.join(dist.root, *b.package.split(".")) for b in manifest.backends}
-    flat = {os.path.dirname(p) for p in listed} - roots
-    extra: list[str] = []
-    for top in sorted(roots):
-        for here, _, files in os.walk(top):
+    if manifest.coverage == m.COVERAGE_ALL:
+        tops = _import_packages(located, dist.root)
+        is_extra = _is_code
+    else:
+        tops = {os.path.join(dist.root, *b.package.split(".")) for b in manifest.backends}
+        tops |= {os.path.dirname(p) for p in listed if os.path.dirname(p) != dist.root}
+        def is_extra(directory: str, name: str) -> bool:  # noqa: E306 - schema 1.0: libraries only
+            return is_shared_library(name)
+    budget = [MAX_WALK_ENTRIES]
+    unlisted: list[str] = []
+    for top in sorted(tops):
+        for here, names in walk_files(top, budget):
             verdict.files.append(here)
-            extra += [os.path.join(here, f) for f in files if is_shared_library(f)]
-    for here in sorted(flat):
-        if any(here.startswith(r + os.sep) for r in roots):
-            continue
-        verdict.files.append(here)
-        try:
-            names = os.listdir(here)
-        except OSError:
-            continue
-        extra += [os.path.join(here, f) for f in names if is_shared_library(f)]
-    unlisted = sorted(p for p in set(extra) if p not in listed)
+            unlisted += [p for n in names if is_extra(here, n) and (p := os.path.join(here, n)) not in listed]
     if unlisted:
+        unlisted = sorted(set(unlisted))
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
-        raise VerifyError("unlisted", unlisted[0], f"a shared library the signed manifest does not list{more}")
+        raise VerifyError("unlisted", unlisted[0], f"code the signed manifest does not list{more}")
+
+
+def _import_packages(located: dict[str, str], root: str) -> set[str]:
+    """The top-level directories the distribution installs, but its metadata directories."""
+    tops = set()
+    for path in located.values():
+        top = os.path.relpath(path, root).split(os.sep)[0]
+        if not top.endswith((".dist-info", ".data")) and os.path.isdir(os.path.join(root, top)):
+            tops.add(os.path.join(root, top))
+    return tops
 
 
 def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context) -> None:
@@ -306,12 +340,13 @@ def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context) 
         }
         if not needs:
             continue
+        where = located.get(artifact.path, artifact.path)
         if ctx.libtriton is None:
-            raise VerifyError("libtriton", located[artifact.path], "needs libtriton.so, which is not installed")
+            raise VerifyError("libtriton", where, "needs libtriton.so, which is not installed")
         missing = dynsym.missing_exports(ctx.libtriton, needs)
         if missing:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
             raise VerifyError(
-                "symbols", located[artifact.path], f"needs {len(missing)} symbol(s) that the installed "
+                "symbols", where, f"needs {len(missing)} symbol(s) that the installed "
                 f"libtriton.so ({ctx.triton_version}) does not export: {shown}"
             )

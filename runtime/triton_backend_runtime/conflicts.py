@@ -1,0 +1,93 @@
+"""The conflict rule, as a pure function over claims.
+
+Rank: verified < unverified < legacy; then the ``sys.path`` entry (earlier wins, as
+Python's own import shadowing); then the distribution's normalised name; then discovery
+order. :func:`resolve` applies it to what the policy admitted and returns who is excluded
+and why; the registry only applies the answer.
+
+* Two distributions declaring one backend name: the best keeps it (``conflict.name``).
+  (Triton 3.9 lets the last entry point win, silently.)
+* Two backends claiming one target in their manifests: the best keeps it (``conflict.target``).
+* Plugin libraries exporting one strong symbol (other than the plugin API entry points
+  every plugin defines): the best loads (``conflict.symbol``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .vocab import RANK
+
+_RULE = "rule: verified > unverified > legacy, then earlier on sys.path"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one admitted backend or plugin claims, and what the rule ranks it by."""
+
+    key: int
+    name: str
+    trust: str
+    path_order: int
+    dist_key: str
+    label: str
+    targets: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+
+    def rank(self) -> tuple[int, int, str, int]:
+        return (RANK.get(self.trust, len(RANK)), self.path_order, self.dist_key, self.key)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    key: int
+    code: str
+    detail: str
+
+
+def resolve(backends: list[Claim], plugins: list[Claim]) -> list[Exclusion]:
+    """Everyone the rule excludes: backend names, then targets among the rest, then symbols."""
+    out = _names(backends)
+    gone = {e.key for e in out}
+    out += _targets([c for c in backends if c.key not in gone])
+    return out + _symbols(plugins)
+
+
+def _names(claims: list[Claim]) -> list[Exclusion]:
+    groups: dict[str, list[Claim]] = {}
+    for claim in claims:
+        groups.setdefault(claim.name, []).append(claim)
+    out = []
+    for name, group in groups.items():
+        winner = min(group, key=Claim.rank)
+        out += [Exclusion(c.key, "name", f"backend {name!r} is also declared by {winner.label}, which wins ({_RULE})")
+                for c in group if c is not winner]
+    return out
+
+
+def _targets(claims: list[Claim]) -> list[Exclusion]:
+    owner: dict[str, Claim] = {}
+    out = []
+    for claim in sorted(claims, key=Claim.rank):
+        taken = [t for t in claim.targets if t in owner]
+        if taken:
+            first = owner[taken[0]]
+            out.append(Exclusion(claim.key, "target", f"target {taken[0]!r} is already claimed by backend "
+                                 f"{first.name!r} of {first.label}, which wins ({_RULE})"))
+            continue
+        owner.update(dict.fromkeys(claim.targets, claim))
+    return out
+
+
+def _symbols(claims: list[Claim]) -> list[Exclusion]:
+    owner: dict[str, Claim] = {}
+    out = []
+    for claim in sorted(claims, key=Claim.rank):
+        clash = [s for s in claim.exports if s in owner]
+        if clash:
+            first = owner[clash[0]]
+            out.append(Exclusion(claim.key, "symbol", f"exports {clash[0]!r}, already exported by plugin "
+                                 f"{first.name} of {first.label}, which wins"))
+            continue
+        owner.update(dict.fromkeys(claim.exports, claim))
+    return out

@@ -1,0 +1,237 @@
+"""Installed files, read as hostile input: where a wheel path lands, and bounded reads of it.
+
+A manifest names files by their path in the wheel. Before any of them is opened:
+
+* the path must be a plain relative path (no ``..``, no absolute or empty parts, no
+  backslash or NUL), so it lands inside the distribution's install root (the ``sys.path``
+  entry holding its ``.dist-info``); ``<name>.data/purelib|platlib/`` map to that root
+  (the binary distribution format spec), other ``.data`` schemes land outside it and are
+  left to ``backend-packager verify``;
+* the directory it lands in must not resolve (through a symlink) outside the root;
+* only a regular file is opened (``O_NOFOLLOW``, ``O_NONBLOCK``: a symlink, FIFO or device
+  is refused without blocking), and no more bytes are read than the manifest declares.
+
+Hashes are cached on file identity (:func:`.cache.identity`) by :class:`HashCache`, and the
+files still to hash are hashed by a few threads (``hashlib`` releases the GIL), biggest
+first, so one large library does not start last and run alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import VerifyError
+from .verdictcache import identity
+
+CHUNK = 1 << 20
+#: Longest wheel path accepted, and deepest (deeper is no real package, only a walk to bound).
+MAX_PATH_CHARS = 1024
+MAX_PATH_PARTS = 32
+#: The most directory entries one distribution's package walk may visit.
+MAX_WALK_ENTRIES = 200_000
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def wheel_path_parts(wheel_path: str, where: str) -> list[str]:
+    """The parts of a wheel path, refused unless it is a plain relative path."""
+    parts = wheel_path.split("/")
+    bad = (
+        not wheel_path or len(wheel_path) > MAX_PATH_CHARS or len(parts) > MAX_PATH_PARTS
+        or "\\" in wheel_path or "\0" in wheel_path or any(p in ("", ".", "..") for p in parts)
+    )
+    if bad:
+        raise VerifyError("path", where, f"artifact path {wheel_path[:200]!r} is not a plain relative path")
+    return parts
+
+
+def installed_path(root: str, wheel_path: str, where: str = "manifest") -> str | None:
+    """Where a wheel member lands under ``root``; None for a ``.data`` scheme outside it."""
+    parts = wheel_path_parts(wheel_path, where)
+    if parts[0].endswith(".data"):
+        if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+            return None
+        parts = parts[2:]
+    return os.path.join(root, *parts)
+
+
+def check_package_name(package: str, where: str) -> list[str]:
+    """A backend package is a dotted Python name, nothing else (never ``/`` or ``..``)."""
+    parts = package.split(".")
+    if len(package) > 256 or not all(_IDENTIFIER.fullmatch(p) for p in parts):
+        raise VerifyError("package", where, f"backend package {package[:200]!r} is not a dotted Python name")
+    return parts
+
+
+class Confinement:
+    """Checks that directories resolve inside one root; remembers each directory's answer."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.realpath(root)
+        self._seen: dict[str, bool] = {}
+
+    def inside(self, directory: str) -> bool:
+        known = self._seen.get(directory)
+        if known is None:
+            real = os.path.realpath(directory)
+            known = real == self.root or real.startswith(self.root + os.sep)
+            self._seen[directory] = known
+        return known
+
+    def check(self, path: str) -> None:
+        if not self.inside(os.path.dirname(path)):
+            raise VerifyError("path", path, f"resolves outside the install root {self.root} (a symlink escapes it)")
+
+
+def open_regular(path: str) -> tuple[int, os.stat_result]:
+    """An open descriptor on a regular file, never following a final symlink, never blocking."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise VerifyError("missing", path, "listed in the manifest but not installed") from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise VerifyError("not-regular", path, "is a symlink; an installed file is a regular file") from None
+        raise VerifyError("read", path, f"cannot open: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise VerifyError("not-regular", path, "is not a regular file (a FIFO, device or directory)")
+    return fd, st
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """A small file (a manifest) read whole, refused past ``limit`` bytes."""
+    fd, st = open_regular(path)
+    try:
+        if st.st_size > limit:
+            raise VerifyError("too-large", path, f"{st.st_size} bytes; the limit is {limit}")
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+
+
+def sha256_fd(fd: int, size: int) -> str:
+    """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared."""
+    digest = hashlib.sha256()
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(CHUNK, left))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class Opened:
+    """A vouched file, open and checked for size, waiting for its hash."""
+
+    path: str
+    fd: int
+    st: os.stat_result
+    sha256: str | None = None
+
+
+class HashCache:
+    """sha256 of files keyed on identity (dev, inode, size, mtime_ns, ctime_ns).
+
+    A file rewritten in place changes mtime/ctime; a file replaced changes inode; either way
+    the entry no longer matches and the file is hashed again. ``rehash`` ignores every entry.
+    Entries come from a cache file, so each is checked for shape before it is believed.
+    """
+
+    def __init__(self, entries: dict[str, list[object]] | None = None, rehash: bool = False) -> None:
+        self.entries: dict[str, list[object]] = dict(entries or {})
+        self.rehash = rehash
+        self.hashed_bytes = 0
+
+    def cached(self, path: str, st: os.stat_result) -> str | None:
+        entry = self.entries.get(path)
+        if self.rehash or not isinstance(entry, list) or len(entry) != 6 or entry[:5] != identity(st):
+            return None
+        return entry[5] if isinstance(entry[5], str) else None
+
+    def remember(self, path: str, st: os.stat_result, digest: str) -> None:
+        self.entries[path] = [*identity(st), digest]
+        self.hashed_bytes += st.st_size
+
+    def sha256(self, path: str, st: os.stat_result) -> str:
+        """The digest of a file already known to be regular (tests, small callers)."""
+        known = self.cached(path, st)
+        if known is not None:
+            return known
+        fd, opened = open_regular(path)
+        try:
+            digest = sha256_fd(fd, opened.st_size)
+        finally:
+            os.close(fd)
+        self.remember(path, opened, digest)
+        return digest
+
+    def fill(self, files: list[Opened], workers: int) -> None:
+        """Hash every file without a cached digest, ``workers`` at a time, biggest first."""
+        todo = []
+        for item in files:
+            item.sha256 = self.cached(item.path, item.st)
+            if item.sha256 is None:
+                todo.append(item)
+        todo.sort(key=lambda f: -f.st.st_size)
+        if workers <= 1 or len(todo) <= 1:
+            digests: Iterator[str] = (sha256_fd(f.fd, f.st.st_size) for f in todo)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=workers)
+            digests = pool.map(lambda f: sha256_fd(f.fd, f.st.st_size), todo)
+            pool.shutdown(wait=False)
+        for item, digest in zip(todo, digests, strict=True):
+            item.sha256 = digest
+            self.remember(item.path, item.st, digest)
+
+
+def hash_workers() -> int:
+    """Threads for cold hashing: the cores this process may use, at most 8."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def walk_files(top: str, budget: list[int]) -> Iterator[tuple[str, list[str]]]:
+    """``(directory, file names)`` under ``top``, symlinked directories followed, each
+    directory visited once (by device and inode: a symlink loop ends), at most
+    ``budget[0]`` entries in all (shared across calls; raises when spent)."""
+    seen: set[tuple[int, int]] = set()
+    pending = [top]
+    while pending:
+        here = pending.pop()
+        try:
+            st = os.stat(here)
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        budget[0] -= len(entries)
+        if budget[0] < 0:
+            raise VerifyError("walk-limit", top, f"more than {MAX_WALK_ENTRIES} entries under the package: refusing")
+        files = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                pending.append(entry.path)
+            else:
+                files.append(entry.name)
+        yield here, sorted(files)

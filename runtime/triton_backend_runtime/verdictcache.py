@@ -1,0 +1,263 @@
+"""The verdict cache: verdicts and file hashes, so a warm ``import triton`` only stats.
+
+One JSON file per interpreter (``verify-<cache_tag>.json``) in ``TRITON_BACKEND_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/triton-backend-runtime``, else ``~/.cache/triton-backend-runtime``.
+
+Threat model. Whoever can write the install (site-packages) is trusted: they could change
+any file Python imports. Wheel sources, mirrors and other users of the machine are not.
+The cache holds conclusions about the install, so it is exactly as trusted as its writer:
+it is used only when the file and its directory belong to this user and no other user can
+write them; otherwise it is refused (and ``doctor`` says so), and verification runs cold.
+
+Correct by construction: a verdict is reused only when its *context* is unchanged (the
+bytes of every trust file, the installed Triton and its ``libtriton.so`` identity, this
+interpreter) and every file and directory it depends on still has the identity (device,
+inode, size, mtime_ns, ctime_ns) it had. Those are every artifact the manifest lists
+(found or not, passing or failing: a repair is noticed), the manifest, the ``.dist-info``
+and every directory walked for unlisted code. Entries are decoded into the typed
+:class:`.verdict.Verdict`; an entry of the wrong shape is a miss, never a dropped backend.
+``TRITON_BACKEND_REHASH=1`` ignores what is cached and writes what it finds.
+Writes go to a temporary file (named with the writer's pid) renamed into place; a later
+write removes temporaries whose writer is gone (killed before its rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass, field
+
+from . import jsonlimits, schema
+from .errors import CacheError, ManifestError
+from .verdict import Verdict
+
+CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
+REHASH_ENV = "TRITON_BACKEND_REHASH"
+_FORMAT = 2
+#: A cache this big was not written by this package (700 files of triton take ~200 KB).
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+_TEMP_PREFIX = ".verify-"
+
+
+def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    env = os.environ if env is None else env
+    if env.get(CACHE_DIR_ENV):
+        return env[CACHE_DIR_ENV]
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "triton-backend-runtime")
+
+
+def cache_file() -> str:
+    return os.path.join(cache_dir(), f"verify-{sys.implementation.cache_tag}.json")
+
+
+def identity(st: os.stat_result) -> list[object]:
+    """A file's identity for the caches: (device, inode, size, mtime_ns, ctime_ns)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def stat_identity(path: str) -> list[object] | None:
+    try:
+        return identity(os.stat(path))
+    except (OSError, ValueError):
+        return None
+
+
+def context_digest(trust_files: list[str], extra: list[str]) -> str:
+    """Digest of everything outside the distribution that a verdict depends on."""
+    digest = hashlib.sha256()
+    for item in [sys.version, sys.platform, *extra]:
+        digest.update(item.encode("utf-8", "surrogateescape") + b"\0")
+    for path in trust_files:
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            with open(path, "rb") as stream:
+                digest.update(stream.read(1024 * 1024))
+        except OSError:
+            digest.update(b"<unreadable>")
+    return digest.hexdigest()
+
+
+def unsafe_owner_or_mode(st: os.stat_result) -> str | None:
+    """Why another user could change this file or directory; None when only we can."""
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not this user ({os.geteuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+@dataclass
+class _Entry:
+    context: str
+    verdict: Verdict
+    identities: list[tuple[str, list[object] | None]] = field(default_factory=list)
+
+
+class VerifyCache:
+    """Verdicts by dist-info path, and file hashes; loaded once, saved when changed.
+
+    ``read=False`` (REHASH) starts empty but still saves. ``notes`` says what was ignored
+    and why (unsafe, malformed), for ``doctor``.
+    """
+
+    def __init__(self, path: str | None, *, read: bool = True, write: bool = True) -> None:
+        self.path = path
+        self.write = write and path is not None
+        self.raw_verdicts: dict[str, object] = {}
+        self.verdicts: dict[str, _Entry] = {}
+        self.hashes: dict[str, list[object]] = {}
+        self.notes: list[CacheError] = []
+        self.dirty = False
+        if path:
+            self._open(path, read)
+
+    def _open(self, path: str, read: bool) -> None:
+        directory = os.path.dirname(path)
+        try:
+            unsafe = unsafe_owner_or_mode(os.stat(directory))
+        except OSError:
+            return  # no directory yet: nothing to read, save creates it
+        if unsafe:
+            self._refuse(directory, unsafe)
+            return
+        if read:
+            try:
+                self._load(path)
+            except CacheError as exc:
+                self.notes.append(exc)
+                if exc.code == "cache.unsafe":
+                    self.write = False
+
+    def _refuse(self, where: str, why: str) -> None:
+        self.notes.append(CacheError("unsafe", where, f"verdict cache not used: {why}"))
+        self.write = False
+
+    def _load(self, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise CacheError("unreadable", path, f"verdict cache ignored: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            unsafe = unsafe_owner_or_mode(st) or (None if stat.S_ISREG(st.st_mode) else "not a regular file")
+            if unsafe:
+                raise CacheError("unsafe", path, f"verdict cache not used: {unsafe}")
+            data = os.read(fd, MAX_CACHE_BYTES + 1)
+        finally:
+            os.close(fd)
+        doc = jsonlimits.loads(data, path, CacheError, limit=MAX_CACHE_BYTES)
+        if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+            raise CacheError("format", path, "verdict cache of another format ignored; it will be rebuilt")
+        verdicts, hashes = doc.get("verdicts"), doc.get("hashes")
+        if not isinstance(verdicts, dict) or not isinstance(hashes, dict):
+            raise CacheError("malformed", path, "verdict cache malformed (verdicts, hashes); it will be rebuilt")
+        self.raw_verdicts, self.hashes = verdicts, hashes
+
+    def _entry(self, dist_info: str) -> _Entry | None:
+        """The typed entry, decoded on first use; a malformed one is noted and dropped."""
+        if dist_info in self.verdicts:
+            return self.verdicts[dist_info]
+        raw = self.raw_verdicts.pop(dist_info, None)
+        if raw is None:
+            return None
+        try:
+            if not isinstance(raw, dict) or not isinstance(raw.get("context"), str):
+                raise ManifestError("schema", "$", "entry is not an object with a context")
+            entry = _Entry(raw["context"], schema.decode(Verdict, raw.get("verdict")), _identities(raw))
+        except (ManifestError, TypeError, ValueError) as exc:
+            self.notes.append(CacheError("malformed", f"{self.path}: {dist_info}",
+                                         f"cache entry ignored ({exc}); verified again"))
+            self.dirty = True
+            return None
+        self.verdicts[dist_info] = entry
+        return entry
+
+    def lookup(self, dist_info: str, context: str) -> Verdict | None:
+        """The cached verdict, if its context and every identity it recorded still hold."""
+        entry = self._entry(dist_info)
+        if entry is None or entry.context != context:
+            return None
+        for path, ident in entry.identities:
+            if stat_identity(path) != ident:
+                return None
+        return entry.verdict
+
+    def store(self, dist_info: str, context: str, verdict: Verdict) -> None:
+        identities = [(p, stat_identity(p)) for p in dict.fromkeys(verdict.files)]
+        self.verdicts[dist_info] = _Entry(context, verdict, identities)
+        self.dirty = True
+
+    def save(self) -> None:
+        if not (self.write and self.path and self.dirty):
+            return
+        verdicts = dict(self.raw_verdicts)
+        verdicts.update({k: {"context": e.context, "verdict": schema.encode(e.verdict),
+                             "identities": [list(i) for i in e.identities]} for k, e in self.verdicts.items()})
+        doc = {"format": _FORMAT, "verdicts": verdicts, "hashes": self.hashes}
+        directory = os.path.dirname(self.path)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            _remove_orphans(directory)
+            _atomic_write(self.path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
+            self.dirty = False
+        except OSError:
+            pass  # an optimisation only: the next import verifies again
+
+
+def _identities(raw: dict[str, object]) -> list[tuple[str, list[object] | None]]:
+    items = raw.get("identities")
+    if not isinstance(items, list):
+        raise ValueError("identities is not a list")
+    out: list[tuple[str, list[object] | None]] = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], list))):
+            raise ValueError("an identity is not [path, [dev, ino, size, mtime, ctime] | null]")
+        out.append((item[0], item[1]))
+    return out
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    """Write to ``.verify-<pid>-*.tmp`` beside ``path``, then rename over it (mode 0600)."""
+    import tempfile
+
+    fd, temp = tempfile.mkstemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _remove_orphans(directory: str) -> None:
+    """Temporaries of writers that died before renaming (``kill -9``): ours, so ours to remove."""
+    for name in os.listdir(directory):
+        if not (name.startswith(_TEMP_PREFIX) and name.endswith(".tmp")):
+            continue
+        pid = name[len(_TEMP_PREFIX):].split("-", 1)[0]
+        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
