@@ -54,7 +54,7 @@ from .installed import (
 )
 from .layout import is_shared_library
 from .statement import manifest_from_statement
-from .trust import TrustStore
+from .trust import TrustStore, admit_signers, check_floor
 from .verdict import BackendClaim, PluginClaim, Reason, Verdict, reason_of
 from .vocab import REJECTED, UNVERIFIED, VERIFIED
 
@@ -143,16 +143,13 @@ def _signer(trust: TrustStore, keyid: str) -> str:
 def _check_delegation(
     manifest: m.Manifest, keyids: tuple[str, ...], trust: TrustStore, where: str, verdict: Verdict
 ) -> None:
-    """TUF-style delegations: a key signs only the names it is scoped to; no rollback."""
-    from . import trust as delegations
-
-    check_floor = getattr(delegations, "check_floor", None)
-    if check_floor is not None:
-        check_floor(trust, manifest.name, manifest.version, where)
-    admit = getattr(delegations, "admit_signers", None)
-    if keyids and admit is not None:
-        admitted = admit(trust, keyids, manifest.name, manifest.version, where)
+    """TUF-style delegations: a key signs only the names it is scoped to (``trust.scope``);
+    no release below the floor loads, signed or not (``trust.rollback``)."""
+    if keyids:
+        admitted = admit_signers(trust, keyids, manifest.name, manifest.version, where)
         verdict.signers = [_signer(trust, k) for k in admitted]
+    else:
+        check_floor(trust, manifest.name, manifest.version, where)
 
 
 def _locate(manifest: m.Manifest, dist: Distribution, verdict: Verdict) -> dict[str, str]:
