@@ -33,7 +33,7 @@ import binascii
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import TrustStoreError
@@ -51,8 +51,8 @@ from .trustpaths import (
 __all__ = [
     "FLOORS_FILE", "SCOPES_FILE", "TRUSTED_KEYS_ENV", "Floor", "PublicKey", "Scope", "TrustStore", "admit_signers",
     "check_floor", "keyid_of", "load_trust_store", "normalize_name", "parse_floors", "parse_key_file",
-    "parse_key_line", "parse_name", "parse_scope_names", "parse_scopes", "system_trust_dir", "trust_sources",
-    "user_trust_dir",
+    "parse_key_line", "parse_name", "parse_scope_names", "parse_scopes", "set_floor", "set_scope", "system_trust_dir",
+    "trust_sources", "user_trust_dir", "write_atomic",
 ]
 
 KEY_ALGORITHM = "ed25519"
@@ -375,6 +375,87 @@ def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, 
             problems.append(exc)
     store.keys = {k.keyid: k for k in keys}
     return store, problems
+
+
+# Editing a trust directory (the ``trust`` command). Every write is atomic: a uniquely named
+# temporary file in the same directory (never a name trust_sources lists), fsync, os.replace.
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once; the temporary file never outlives a failure."""
+    import tempfile
+
+    directory = os.path.dirname(path) or "."
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644  # trust files are public: every user of the environment reads them
+    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            os.fchmod(stream.fileno(), mode)
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every file system lets a directory be opened
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def _set_line(path: str, matches: Callable[[str], bool], line: str) -> list[str]:
+    """Put ``line`` in place of every line whose first field ``matches`` (comments and other
+    lines kept as they are, a new line appended otherwise); returns the lines replaced."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrustStoreError("read", path, f"cannot read trust file: {exc}") from None
+    kept: list[str] = []
+    replaced: list[str] = []
+    for old in text.splitlines():
+        fields = old.split("#", 1)[0].split()
+        if fields and matches(fields[0]):
+            if not replaced:
+                kept.append(line)
+            replaced.append(old)
+        else:
+            kept.append(old)
+    if not replaced:
+        kept.append(line)
+    write_atomic(path, ("\n".join(kept) + "\n").encode("utf-8"))
+    return replaced
+
+
+def set_scope(directory: str, keyid: str, names: frozenset[str]) -> list[str]:
+    """Scope ``keyid`` to ``names`` in ``directory``'s scopes file (replacing its line there)."""
+    line = f"{keyid} {','.join(sorted(names))}"
+    return _set_line(os.path.join(directory, SCOPES_FILE), lambda first: first.lower() == keyid, line)
+
+
+def set_floor(directory: str, name: str, version: str) -> list[str]:
+    """Set ``name``'s floor to ``version`` in ``directory``'s min-versions file (replacing its line)."""
+    wanted = normalize_name(name)
+
+    def matches(first: str) -> bool:
+        return _NAME.fullmatch(first) is not None and normalize_name(first) == wanted
+
+    return _set_line(os.path.join(directory, FLOORS_FILE), matches, f"{wanted} {version}")
 
 
 def _read_text(path: str) -> str:
