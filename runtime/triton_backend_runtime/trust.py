@@ -293,7 +293,7 @@ def admit_signers(store: TrustStore, keyids: Sequence[str], name: str, version: 
     fewer than ``store.threshold`` left raises TrustStoreError code ``trust.scope``. Then the
     floor (:func:`check_floor`): ``trust.rollback``. Returns the counting keyids, in order.
     """
-    wanted = normalize_name(name)
+    wanted = normalize_name(name)[:200]
     admitted: list[str] = []
     outside: list[str] = []
     for keyid in dict.fromkeys(keyids):
@@ -321,7 +321,7 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
     and is refused; a name without a floor passes.
     """
     wanted = normalize_name(name)
-    floor = store.floors.get(wanted)
+    floor = store.floors.get(wanted)  # a floor exists only for a well-formed name: messages stay short
     if floor is None:
         return
     if floor.version is None:
@@ -330,16 +330,17 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
         )
     from packaging.version import InvalidVersion, Version
 
+    shown = version[:100]
     try:
         below = Version(version) < Version(floor.version)
     except InvalidVersion:
         raise TrustStoreError(
-            "rollback", where, f"{wanted} version {version!r} is not a PEP 440 version, so it cannot be shown to be "
+            "rollback", where, f"{wanted} version {shown!r} is not a PEP 440 version, so it cannot be shown to be "
             f"at or above the floor {floor.version} set in {floor.source}"
         ) from None
     if below:
         raise TrustStoreError(
-            "rollback", where, f"{wanted} version {version} is below the floor {floor.version} set in {floor.source}"
+            "rollback", where, f"{wanted} version {shown} is below the floor {floor.version} set in {floor.source}"
         )
 
 
