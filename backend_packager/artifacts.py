@@ -115,6 +115,11 @@ def read_into(sink: ArtifactSink, stream: BinaryIO) -> ArtifactSink:
     return sink
 
 
+def artifact_from_bytes(path: str, data: bytes) -> Artifact:
+    """Record for a file the packager writes itself (``entry_points.txt``): never native."""
+    return Artifact(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data), elf=None)
+
+
 def artifact_from_file(file: Path, path: str, *, require_elf: bool = False) -> Artifact:
     """Record for a file on disk, hashed in one pass and scanned in place (no spool)."""
     digest = hashlib.sha256()

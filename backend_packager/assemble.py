@@ -2,8 +2,12 @@
 
 Shared by the build hook and ``migrate``: finding the backends a wheel provides (declared
 ``triton.backends`` entry points, or the ``triton/backends/<name>/`` directories that
-Triton 3.2/3.3 and vendor forks scan), the plugin libraries among its artifacts, and the
-build record.
+Triton 3.2/3.3 and vendor forks scan), the plugin libraries among its artifacts, the
+build record, and (:func:`describe`) the manifest itself with the files added beside it.
+
+The manifest vouches for every file of the output wheel (coverage "all"): each file the
+writer copied, and each file added here, hashed from its final bytes before anything is
+sealed.
 """
 
 from __future__ import annotations
@@ -16,12 +20,22 @@ from packaging.requirements import InvalidRequirement, Requirement
 from triton_backend_runtime import manifest as m
 
 from . import __version__
-from .entrypoints import BACKENDS_GROUP, EntryPoints
+from .artifacts import artifact_from_bytes
+from .entrypoints import BACKENDS_GROUP, EntryPoints, render
 from .wheelfile import WheelContents
 
 _BACKEND_DIR = re.compile(r"^triton/backends/([^/]+)/(compiler|driver)\.py$")
 _COMPILER_BASES = {"BaseBackend"}
 _DRIVER_BASES = {"DriverBase", "GPUDriver"}
+
+
+@dataclass
+class Injection:
+    """What a plan adds to ``.dist-info``: the manifest to seal, and the files (name ->
+    final bytes) written beside it, which the manifest already lists as artifacts."""
+
+    manifest: m.Manifest
+    files: dict[str, bytes]
 
 
 @dataclass
@@ -115,16 +129,24 @@ def build_record(artifacts: list[m.Artifact], epoch: int | None) -> m.Build:
     return m.Build(tool="backend-packager", tool_version=__version__, compiler=compilers, source_date_epoch=epoch)
 
 
-def manifest_for(
+def describe(
     contents: WheelContents,
     backends: list[m.Backend],
+    entry_points: EntryPoints,
     *,
     requirements: m.Requirements,
     provenance: m.Provenance,
     epoch: int | None,
     protocol_version: str = m.PROTOCOL_VERSION,
-) -> m.Manifest:
-    return m.Manifest(
+) -> Injection:
+    """The manifest for ``contents`` and the ``entry_points.txt`` it is injected with.
+
+    Its artifacts are every file of the output: the copied ones as the writer described
+    them, and ``entry_points.txt`` hashed from the bytes that will be written.
+    """
+    files = added_files(contents.dist_info, entry_points)
+    added = [artifact_from_bytes(path, data) for path, data in files.items()]
+    manifest = m.Manifest(
         schema_version=m.SCHEMA_VERSION,
         name=contents.name,
         version=contents.version,
@@ -133,7 +155,16 @@ def manifest_for(
         requirements=requirements,
         backends=backends,
         plugins=find_plugins(contents.artifacts),
-        artifacts=contents.artifacts,
+        artifacts=sorted([*contents.artifacts, *added], key=lambda a: a.path),
         build=build_record(contents.artifacts, epoch),
         provenance=provenance,
+        coverage=m.COVERAGE_ALL,
     )
+    return Injection(manifest, files)
+
+
+def added_files(dist_info: str, entry_points: EntryPoints) -> dict[str, bytes]:
+    """The ``.dist-info`` files a rewrite adds besides the manifest: the entry points, when
+    there are any (rendered by the function ``prepare_metadata_for_build_wheel`` uses)."""
+    text = render(entry_points)
+    return {f"{dist_info}/entry_points.txt": text.encode("utf-8")} if text else {}

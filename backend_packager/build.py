@@ -32,10 +32,9 @@ from . import entrypoints
 from .errors import ConfigError, TrustError, WheelError
 
 if TYPE_CHECKING:
-    from triton_backend_runtime import manifest as m
-
+    from .assemble import Injection
     from .signing import SigningKey
-    from .wheelfile import Injection, WheelContents
+    from .wheelfile import WheelContents
 
 # A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
@@ -204,7 +203,7 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
         wheel = Path(tmp) / name
         if cfg.repair == "auditwheel" and kind == "wheel":
             wheel = auditwheel_repair(wheel, Path(tmp) / "repaired")
-        from .wheelfile import rewrite_wheel
+        from .rewrite import rewrite_wheel
 
         out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, editable=kind == "editable"), key,
                             epoch=source_date_epoch())
@@ -232,18 +231,17 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
 
 
 def _planner(cfg: config_mod.Config, *, editable: bool) -> Callable[[WheelContents], Injection]:
-    from .wheelfile import Injection
-
     def plan(contents: WheelContents) -> Injection:
         for warning in contents.warnings:
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
-        return Injection(build_manifest(contents, cfg, editable=editable), entry_points_for(contents.entry_points, cfg))
+        return describe_build(contents, cfg, editable=editable)
 
     return plan
 
 
-def build_manifest(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False) -> m.Manifest:
-    """The manifest of a freshly built wheel: identity from the wheel, intent from the config."""
+def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False) -> Injection:
+    """The manifest of a freshly built wheel (identity from the wheel, intent from the
+    config) and the entry points injected with it, which it vouches for like every file."""
     from triton_backend_runtime import manifest as m
 
     from . import assemble
@@ -253,9 +251,10 @@ def build_manifest(contents: WheelContents, cfg: config_mod.Config, *, editable:
         _check_backend_package(spec, contents)
     found = {b.name: b for b in assemble.find_backends(contents, cfg.entry_points()).backends}
     backends = [replace(found[s.name], targets=list(s.targets)) for s in cfg.backends]
-    return assemble.manifest_for(
+    return assemble.describe(
         contents,
         backends,
+        entry_points_for(contents.entry_points, cfg),
         requirements=m.Requirements(triton=cfg.triton, python=contents.metadata.get("Requires-Python")),
         provenance=m.Provenance("build", None),
         epoch=source_date_epoch(),

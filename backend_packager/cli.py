@@ -173,7 +173,8 @@ def _print_outcome(outcome: Any) -> None:
     signer = f"signed by {outcome.signed_by[:16]}" if outcome.signed_by else "hash-only"
     backends = ", ".join(outcome.backends) or "none"
     print(f"{outcome.status} {outcome.source.name} -> {outcome.output} "
-          f"(backends: {backends}; {outcome.artifacts} artifacts; {len(outcome.plugins)} plugins; {signer}; "
+          f"(backends: {backends}; {outcome.artifacts} artifacts, {outcome.native} native; "
+          f"{len(outcome.plugins)} plugins; {signer}; "
           f"{outcome.seconds:.1f}s)")
     for warning in outcome.warnings:
         print(f"backend-packager: warning: {warning}", file=sys.stderr)
@@ -196,7 +197,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     results = [verify_wheel(wheel, store) for wheel in args.wheels]
     if args.json:
         print(json.dumps({"wheels": [
-            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "findings": [f.as_dict() for f in r.findings]}
+            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "coverage": r.coverage,
+             "findings": [f.as_dict() for f in r.findings], "notes": r.notes}
             for r in results
         ]}, indent=1))
     else:
@@ -206,7 +208,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             if r.ok:
                 names = ", ".join(_key_label(store, k) for k in r.signers)
                 count = len(r.manifest.artifacts) if r.manifest else 0
-                print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match")
+                print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match (coverage {r.coverage})")
+            for note in r.notes:
+                print(f"NOTE {r.wheel}: {note}")
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
@@ -301,8 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="check a wheel's signed manifest offline",
         description="Check each wheel offline: the manifest's signature against the trusted keys; every "
-        "artifact's sha256 and size; the manifest against RECORD; no shared library left out of the "
-        "manifest; name, version and tags in the signed payload equal to the wheel's own; the "
+        "artifact's sha256 and size; the manifest against RECORD; no file left out of the manifest (for an "
+        "old manifest that covers native files only: no shared library, and a NOTE line says so); name, "
+        "version and tags in the signed payload equal to the wheel's own; the "
         "triton.backends entry points equal to the signed backends. Each failure is printed on its own "
         "line. Exit 0 only when every wheel passes every check, 1 otherwise, 2 for unusable arguments.",
     )

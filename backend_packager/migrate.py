@@ -2,10 +2,11 @@
 
 For each wheel: find its backends (declared ``triton.backends`` entry points, else the
 ``triton/backends/<name>/`` directories that older Tritons scan, then declare entry points
-for them too; ``--backend NAME=PACKAGE`` overrides), scan every native member, write the
-signed manifest (hash-only, with a warning, when no key is given). Name, version and tags
-are kept. A wheel that already has a manifest is re-scanned and re-signed: that is how a
-wheel is re-signed after ``auditwheel repair``.
+for them too; ``--backend NAME=PACKAGE`` overrides), hash every member and scan the native
+ones, write the signed manifest (hash-only, with a warning, when no key is given), which
+vouches for every file of the output wheel. Name, version and tags are kept. A wheel that
+already has a manifest is re-scanned and re-signed: that is how a wheel is re-signed after
+``auditwheel repair``.
 
 Many wheels run in parallel threads (the heavy work, inflating and hashing, releases the
 GIL); a single wheel uses the same number of threads across its members instead.
@@ -25,9 +26,11 @@ from triton_backend_runtime import manifest as m
 from triton_backend_runtime.statement import manifest_from_statement
 
 from . import assemble
+from .assemble import Injection
 from .errors import InputError, TrustError
+from .rewrite import rewrite_wheel
 from .signing import SigningKey
-from .wheelfile import Injection, WheelContents, rewrite_wheel
+from .wheelfile import WheelContents
 
 
 @dataclass
@@ -39,7 +42,8 @@ class Outcome:
     status: str = "failed"  # migrated | re-signed | failed
     backends: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
-    artifacts: int = 0
+    artifacts: int = 0  # every file of the output wheel (the manifest covers them all)
+    native: int = 0  # of which scanned ELF files
     signed_by: str | None = None
     warnings: list[str] = field(default_factory=list)
     error: TrustError | None = None
@@ -53,6 +57,7 @@ class Outcome:
             "backends": self.backends,
             "plugins": self.plugins,
             "artifacts": self.artifacts,
+            "native": self.native,
             "signed_by": self.signed_by,
             "warnings": self.warnings,
             "error": self.error.as_dict() if self.error else None,
@@ -129,15 +134,18 @@ def _plan(contents: WheelContents, overrides: dict[str, str] | None, epoch: int 
         # Re-signing (e.g. after auditwheel repair): keep what the vendor declared.
         backends, requirements = previous.backends, previous.requirements
         provenance, protocol = previous.provenance, previous.protocol_version
-    manifest = assemble.manifest_for(
-        contents, backends, requirements=requirements, provenance=provenance, epoch=epoch, protocol_version=protocol
+    injection = assemble.describe(
+        contents, backends, found.entry_points,
+        requirements=requirements, provenance=provenance, epoch=epoch, protocol_version=protocol,
     )
+    manifest = injection.manifest
     outcome.status = "re-signed" if contents.existing_manifest is not None else "migrated"
     outcome.backends = [b.name for b in backends]
     outcome.plugins = [p.path for p in manifest.plugins]
     outcome.artifacts = len(manifest.artifacts)
+    outcome.native = sum(a.elf is not None for a in manifest.artifacts)
     outcome.warnings.extend(contents.warnings)
-    return Injection(manifest, found.entry_points)
+    return injection
 
 
 def _previous_manifest(contents: WheelContents, outcome: Outcome) -> m.Manifest | None:

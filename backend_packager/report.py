@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_backend_runtime import dsse, schema
-from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, Manifest
 from triton_backend_runtime.statement import manifest_from_statement
 
 from .errors import ManifestError
@@ -48,6 +48,7 @@ def as_json(inspection: Inspection) -> dict[str, Any]:
         "signed": inspection.signed,
         "signers": list(inspection.signers),
         "verified": False,
+        "coverage": inspection.manifest.coverage,
         "manifest": schema.encode(inspection.manifest),
     }
 
@@ -63,6 +64,7 @@ def render(inspection: Inspection) -> str:
         out.append("  signature:  none (hash-only manifest)")
     out.append(f"  schema {m.schema_version}, backend protocol {m.protocol_version}, "
                f"provenance {m.provenance.kind}" + (f" from {m.provenance.source}" if m.provenance.source else ""))
+    out.append(f"  coverage:   {coverage_text(m)}")
     out.append(f"  built by {m.build.tool} {m.build.tool_version}"
                + (f", SOURCE_DATE_EPOCH={m.build.source_date_epoch}" if m.build.source_date_epoch else ""))
     out.append(f"  requires:   triton {m.requirements.triton or '(any)'}"
@@ -77,7 +79,8 @@ def render(inspection: Inspection) -> str:
     out.append("plugins:" if m.plugins else "plugins:    none")
     for p in m.plugins:
         out.append(f"  {p.path}  (plugin API {p.api}{', ' + p.name if p.name else ''})")
-    out.append(f"artifacts: {len(m.artifacts)}")
+    native = sum(a.elf is not None for a in m.artifacts)
+    out.append(f"artifacts: {len(m.artifacts)} ({native} native)")
     for a in m.artifacts:
         out.append(f"  {a.path}  {a.size} bytes  sha256 {a.sha256[:16]}")
         if a.elf is not None:
@@ -86,3 +89,10 @@ def render(inspection: Inspection) -> str:
                        f"{e.exports.count} exports, {len(e.imports)} imports"
                        + (f", needs {', '.join(e.needed)}" if e.needed else ""))
     return "\n".join(out)
+
+
+def coverage_text(manifest: Manifest) -> str:
+    """What the artifacts cover, in words: the difference matters to whoever reads a 1.0 manifest."""
+    if manifest.coverage == COVERAGE_ALL:
+        return "all (every file but RECORD, the manifest and what installers add)"
+    return "native (native files only, as schema 1.0 manifests; other files rely on RECORD)"

@@ -8,7 +8,10 @@ What must hold (each failure is one :class:`Finding`):
   parsed; only the verified bytes are parsed);
 - every artifact in the signed manifest present with the signed sha256 and size, and the
   same in RECORD;
-- no shared library (by name or by ELF magic) in the wheel that the manifest leaves out;
+- nothing in the wheel that the manifest leaves out: with coverage "all" (schema 1.1), no
+  file at all but the ``.dist-info`` files installers write (``is_installer_file``); with
+  coverage "native" (what 1.0 manifests meant) no shared library, by name or by ELF magic,
+  and a note says that the other files are vouched for by RECORD only;
 - name, version and tags in the signed payload equal the wheel's own (file name, METADATA,
   WHEEL), so a signed 1.0 cannot be passed off as 1.1 or for another platform;
 - the ``triton.backends`` entry points name the packages the manifest names.
@@ -27,7 +30,13 @@ from pathlib import Path
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import TrustError
 from triton_backend_runtime.layout import is_shared_library
-from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.manifest import (
+    COVERAGE_ALL,
+    COVERAGE_NATIVE,
+    MANIFEST_FILENAME,
+    Manifest,
+    is_installer_file,
+)
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
@@ -77,10 +86,16 @@ class Verification:
     findings: list[Finding] = field(default_factory=list)
     signers: tuple[str, ...] = ()
     manifest: Manifest | None = None
+    notes: list[str] = field(default_factory=list)  # worth saying, not a failure
 
     @property
     def ok(self) -> bool:
         return not self.findings
+
+    @property
+    def coverage(self) -> str | None:
+        """What the signed manifest vouches for ("all" or "native"); None when none verified."""
+        return self.manifest.coverage if self.manifest else None
 
 
 def verify_wheel(path: Path, trust: TrustStore) -> Verification:
@@ -105,6 +120,7 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
         result.findings.append(Finding(exc.code, exc.path, exc.detail))
         return result
     result.signers, result.manifest = verified.keyids, manifest
+    result.notes += coverage_notes(manifest)
     result.findings += check_identity(manifest, wheel)
     result.findings += check_artifacts(manifest, wheel)
     result.findings += check_unlisted(manifest, wheel)
@@ -228,13 +244,29 @@ def check_artifacts(manifest: Manifest, wheel: Wheel) -> list[Finding]:
 
 
 def check_unlisted(manifest: Manifest, wheel: Wheel) -> list[Finding]:
-    """A library the manifest does not vouch for is extraneous, whatever its name."""
+    """A file the manifest does not vouch for is extraneous: with coverage "all", any file
+    but those installers write; with coverage "native", any library, whatever its name."""
     listed = {a.path for a in manifest.artifacts}
-    return [
-        Finding("artifact.unlisted", name, "shared library not listed in the signed manifest")
-        for name, member in sorted(wheel.members.items())
-        if name not in listed and (member.elf or is_shared_library(name))
-    ]
+    every = manifest.coverage == COVERAGE_ALL
+    findings = []
+    for name, member in sorted(wheel.members.items()):
+        if name in listed or (every and is_installer_file(name)):
+            continue
+        if member.elf or is_shared_library(name):
+            findings.append(Finding("artifact.unlisted", name, "shared library not listed in the signed manifest"))
+        elif every:
+            findings.append(Finding("artifact.unlisted", name, "file not listed in the signed manifest, which "
+                                    "vouches for every file of the wheel"))
+    return findings
+
+
+def coverage_notes(manifest: Manifest) -> list[str]:
+    """A native-only manifest verifies, but says less than a reader may assume: say so."""
+    if manifest.coverage != COVERAGE_NATIVE:
+        return []
+    return [f"coverage native: the manifest (schema {manifest.schema_version}) vouches for native files only; "
+            "the other files are checked against RECORD alone (re-sign with `backend-packager migrate` to "
+            "cover every file)"]
 
 
 def check_entry_points(manifest: Manifest, wheel: Wheel) -> list[Finding]:

@@ -1,15 +1,12 @@
-"""Reading wheels safely and rewriting them with a signed manifest: the one wheel writer.
+"""Reading wheels safely: the one wheel reader, and what a pass over a wheel found.
 
 Input checks (:class:`WheelArchive`): a real zip, not truncated, no duplicate names, no
 absolute or ``..`` names, no symlinks, no member that declares an absurd size (zip bomb),
 a well-formed WHEEL and RECORD, and a file name (PEP 427 / the binary distribution format)
 that agrees with the metadata.
 
-Output (:func:`rewrite_wheel`): every member that is not changed is copied as raw
-compressed bytes, never re-deflated (see :mod:`backend_packager.copying`); the manifest
-envelope and ``entry_points.txt`` are written into ``.dist-info``; RECORD is regenerated
-from the bytes actually seen; ``.dist-info`` comes last and RECORD last of all; members are
-in sorted order; the file appears under its final name only when complete.
+Writing is elsewhere: :mod:`backend_packager.writer` copies, :mod:`backend_packager.rewrite`
+runs copy, plan, seal and finish in that order.
 """
 
 from __future__ import annotations
@@ -22,15 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact, Manifest
+from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
 from . import entrypoints, records
 from .errors import WheelError
-
-if TYPE_CHECKING:
-    from .signing import SigningKey
 
 #: A declared uncompressed size above this is refused before anything is inflated.
 MAX_MEMBER_SIZE = 0xFFFFFFFF - 1
@@ -91,7 +84,12 @@ class Member:
 
 @dataclass
 class WheelContents:
-    """What one pass over a wheel found; handed to the plan that builds the manifest."""
+    """What one pass over a wheel found; handed to the plan that builds the manifest.
+
+    ``artifacts`` holds every file the output keeps unchanged (payload and kept
+    ``.dist-info``), sorted by path, with ELF facts on native ones: directories and the
+    files installers write (``is_installer_file``) are left out, as the manifest leaves them.
+    """
 
     name: str
     version: str
@@ -104,14 +102,6 @@ class WheelContents:
     existing_manifest: bytes | None
     read_member: Callable[[str], bytes | None]
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Injection:
-    """What the writer puts into ``.dist-info``: the manifest and the complete entry points."""
-
-    manifest: Manifest
-    entry_points: entrypoints.EntryPoints
 
 
 class WheelArchive:
@@ -240,31 +230,6 @@ class WheelArchive:
         name = f"{self.dist_info}/entry_points.txt"
         data = self.read(name)
         return entrypoints.parse(data.decode("utf-8"), self.where(name)) if data else {}
-
-
-Progress = Callable[[str, int], None]
-
-
-def rewrite_wheel(
-    src: Path,
-    out_dir: Path,
-    plan: Callable[[WheelContents], Injection],
-    key: SigningKey | None,
-    *,
-    jobs: int = 1,
-    epoch: int | None = None,
-    progress: Progress | None = None,
-) -> Path:
-    """Write ``out_dir/<same file name>``: ``src`` plus the manifest ``plan`` builds, signed by ``key``.
-
-    ``epoch`` (SOURCE_DATE_EPOCH) sets every member's timestamp; without it, copied members
-    keep theirs and new ones take the newest timestamp in the input, so the output is a
-    pure function of the input either way.
-    """
-    from .copying import write_rewritten
-
-    with WheelArchive(src) as archive:
-        return write_rewritten(archive, out_dir / src.name, plan, key, jobs=jobs, epoch=epoch, progress=progress)
 
 
 def dist_info_name(name: str, version: str) -> str:

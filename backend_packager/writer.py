@@ -1,34 +1,43 @@
-"""The rewrite engine: raw copy of every unchanged member, hashed and scanned on the way.
+"""The wheel writer: raw copy of every unchanged member, hashed and scanned on the way.
+
+The writer is one-way, as ``installer``'s core is: :meth:`WheelWriter.copy_payload` copies
+and describes what is there, the caller plans and seals a manifest from that description,
+and :meth:`WheelWriter.finish` writes the finished bytes it is handed. It never learns how
+those bytes were made (no signing here, no manifest).
 
 Each member's compressed bytes are read once. As a chunk arrives it is written to the
 output unchanged (no re-deflate) and inflated into an :class:`ArtifactSink` that hashes it,
-checks its CRC and declared size, and scans it if it is ELF. Because every output offset
+checks its CRC and declared size, and scans it if it is ELF. Because every payload offset
 is known before copying starts (local headers have a fixed size: no extra field, no data
 descriptor), members can be copied by several threads at once with ``pread``/``pwrite``;
 zlib, hashlib and the file calls release the GIL, so ``jobs=2`` uses two cores.
+
+``.dist-info`` comes after the payload, sorted by name with the new files among the kept
+ones, and RECORD last. The kept ``.dist-info`` files are hashed in :meth:`copy_payload`
+(the manifest vouches for them too), but where they go depends on the size of the files
+the plan adds, so they are copied raw in :meth:`finish`, and that second read must give
+the bytes the first one hashed. They are metadata: kilobytes, read twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import zlib
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from triton_backend_runtime.layout import is_shared_library
-from triton_backend_runtime.manifest import Artifact
+from triton_backend_runtime.manifest import Artifact, is_installer_file
 
-from . import entrypoints, records, zipformat
+from . import records, zipformat
 from .artifacts import CHUNK, ArtifactSink
 from .elf import CaptureMiss
 from .errors import ElfError, WheelError
-from .fsutil import atomic_output
-from .signing import SigningKey, seal
-from .wheelfile import WITHDRAWN, Injection, Member, WheelArchive, WheelContents, manifest_member
+from .wheelfile import WITHDRAWN, Member, WheelArchive, WheelContents, manifest_member
 
 #: Most bytes one inflate step may produce: bounds memory whatever the compression ratio.
 INFLATE_STEP = 4 << 20
@@ -37,16 +46,26 @@ FOREIGN_BINARY = (b"MZ", b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xe
                   b"\xca\xfe\xba\xbe")
 _NEW_FILE_ATTR = 0o100644 << 16
 
+Progress = Callable[[str, int], None]
+
 
 @dataclass
-class Copied:
-    """A member as written: its entry, digest, and artifact record if it is native code."""
+class Streamed:
+    """One member as read: its record (sha256, size, ELF facts when native), and why it was
+    listed without being scanned, if it was."""
+
+    member: Member
+    artifact: Artifact
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """One member as written: its zip entry and the RECORD row it gets."""
 
     entry: zipformat.Entry
     sha256: str
     size: int
-    artifact: Artifact | None
-    warning: str | None = None
 
 
 class _Stamp:
@@ -66,46 +85,96 @@ def _dos(dt: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
     return (max(year, 1980) - 1980) << 9 | month << 5 | day, hour << 11 | minute << 5 | second // 2
 
 
-def write_rewritten(
-    archive: WheelArchive,
-    dst: Path,
-    plan: Callable[[WheelContents], Injection],
-    key: SigningKey | None,
-    *,
-    jobs: int,
-    epoch: int | None,
-    progress: Callable[[str, int], None] | None,
-) -> Path:
-    dist = archive.dist_info + "/"
-    payload = sorted((m for m in archive.members if not m.name.startswith(dist)), key=lambda m: m.name)
-    replaced = {f"{dist}RECORD", f"{dist}entry_points.txt", manifest_member(archive.dist_info)}
-    replaced |= {f"{dist}{w}" for w in WITHDRAWN}
-    kept = sorted((m for m in archive.members if m.name.startswith(dist) and m.name not in replaced),
-                  key=lambda m: m.name)
-    stamp = _Stamp(archive.members, epoch)
-    with atomic_output(dst) as out, _SourceFile(archive.path) as src_fd:
-        copier = _Copier(archive, src_fd, out.fileno(), progress)
-        entries, offset = _layout(payload, stamp, 0)
-        copied = copier.copy_all(payload, entries, jobs)
-        _check_record(archive, copied)
-        contents = _contents(archive, copied)
-        injection = plan(contents)
-        tail = _dist_info_files(archive, injection, key)
-        written, offset = _write_dist_info(copier, kept, tail, stamp, offset)
-        _check_record(archive, [w for w in written if w.entry.name not in tail])
-        _finish(out.fileno(), archive, copied + written, offset, stamp)
-    return dst
+def replaced_members(dist_info: str) -> set[str]:
+    """``.dist-info`` members the rewrite drops: regenerated (RECORD), planned anew (entry
+    points, manifest), or withdrawn signature files the spec says tools must not add."""
+    names = {f"{dist_info}/RECORD", f"{dist_info}/entry_points.txt", manifest_member(dist_info)}
+    return names | {f"{dist_info}/{w}" for w in WITHDRAWN}
 
 
-class _SourceFile:
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_RDONLY)
+class WheelWriter:
+    """Writes one output wheel into ``out_fd`` from one validated input archive."""
 
-    def __enter__(self) -> int:
-        return self.fd
+    def __init__(self, archive: WheelArchive, out_fd: int, *, jobs: int, epoch: int | None,
+                 progress: Progress | None) -> None:
+        self.archive = archive
+        self.jobs = jobs
+        dist = archive.dist_info + "/"
+        replaced = replaced_members(archive.dist_info)
+        self._payload = sorted((m for m in archive.members if not m.name.startswith(dist)), key=lambda m: m.name)
+        self._kept = sorted((m for m in archive.members if m.name.startswith(dist) and m.name not in replaced),
+                            key=lambda m: m.name)
+        self._stamp = _Stamp(archive.members, epoch)
+        self._src_fd = os.open(archive.path, os.O_RDONLY)
+        self._copier = _Copier(archive, self._src_fd, out_fd, progress)
+        self._out_fd = out_fd
+        self._written: list[Written] = []
+        self._hashed: dict[str, str] = {}
+        self._offset = 0
+
+    def __enter__(self) -> WheelWriter:
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)
+        os.close(self._src_fd)
+
+    def copy_payload(self) -> WheelContents:
+        """Copy every payload member raw and hash the kept ``.dist-info`` files; describe all."""
+        entries, self._offset = _layout(self._payload, self._stamp, 0)
+        jobs: list[tuple[Member, zipformat.Entry | None]] = [*zip(self._payload, entries, strict=True)]
+        jobs += [(m, None) for m in self._kept]
+        streamed = self._copier.copy_all(jobs, self.jobs)
+        for entry, item in zip(entries, streamed[:len(entries)], strict=True):
+            self._written.append(Written(entry, item.artifact.sha256, item.artifact.size))
+        self._hashed = {s.member.name: s.artifact.sha256 for s in streamed[len(entries):]}
+        _check_record(self.archive, streamed)
+        return _contents(self.archive, streamed)
+
+    def finish(self, files: dict[str, bytes]) -> None:
+        """Write ``.dist-info``: the kept files raw and ``files`` (name -> final bytes)
+        deflated, all in name order; then RECORD, the central directory and the end records."""
+        self._check_new(files)
+        by_name = {m.name: m for m in self._kept}
+        for name in sorted([*by_name, *files]):
+            if name in by_name:
+                self._append(self._copy_kept(by_name[name]))
+            else:
+                self._append(_write_new(self._out_fd, name, files[name], self._stamp.new, self._offset))
+        self._write_record_and_directory()
+
+    def _check_new(self, files: dict[str, bytes]) -> None:
+        dist = self.archive.dist_info + "/"
+        taken = {m.name for m in self._kept} | {f"{dist}RECORD"}
+        for name in files:
+            where = self.archive.where(name)
+            if not name.startswith(dist) or name.endswith("/"):
+                raise WheelError("injection", where, f"a file added on rewrite must be a file in {dist}")
+            if name in taken:
+                raise WheelError("injection", where, "a file added on rewrite would replace a kept member")
+
+    def _copy_kept(self, member: Member) -> Written:
+        (entry,), _ = _layout([member], self._stamp, self._offset)
+        item = self._copier.copy(member, entry)
+        if item.artifact.sha256 != self._hashed[member.name]:
+            raise WheelError("changed", self.archive.where(member.name),
+                             "the input changed while it was being rewritten; no output written")
+        return Written(entry, item.artifact.sha256, item.artifact.size)
+
+    def _append(self, written: Written) -> None:
+        self._written.append(written)
+        self._offset += zipformat.local_header_size(written.entry.name) + written.entry.compress_size
+
+    def _write_record_and_directory(self) -> None:
+        """RECORD (last member), then the central directory and end records; nothing after."""
+        rows = [records.RecordRow(w.entry.name, w.sha256, w.size) for w in self._written
+                if not w.entry.name.endswith("/")]
+        record_name = f"{self.archive.dist_info}/RECORD"
+        rows.append(records.RecordRow(record_name, None, None))
+        self._append(_write_new(self._out_fd, record_name, records.render(rows), self._stamp.new, self._offset))
+        directory = b"".join(zipformat.central_header(w.entry) for w in self._written)
+        tail = directory + zipformat.end_records(len(self._written), self._offset, len(directory))
+        os.pwrite(self._out_fd, tail, self._offset)
+        os.ftruncate(self._out_fd, self._offset + len(tail))
 
 
 def _layout(members: list[Member], stamp: _Stamp, offset: int) -> tuple[list[zipformat.Entry], int]:
@@ -122,8 +191,7 @@ def _layout(members: list[Member], stamp: _Stamp, offset: int) -> tuple[list[zip
 class _Copier:
     """Copies members from one open input to one open output; thread-safe per member."""
 
-    def __init__(self, archive: WheelArchive, src_fd: int, out_fd: int,
-                 progress: Callable[[str, int], None] | None) -> None:
+    def __init__(self, archive: WheelArchive, src_fd: int, out_fd: int, progress: Progress | None) -> None:
         self.archive = archive
         self.src_fd = src_fd
         self.out_fd = out_fd
@@ -131,8 +199,7 @@ class _Copier:
         self.progress = progress
         self._lock = threading.Lock()
 
-    def copy_all(self, members: list[Member], entries: list[zipformat.Entry], jobs: int) -> list[Copied]:
-        pairs = list(zip(members, entries, strict=True))
+    def copy_all(self, pairs: list[tuple[Member, zipformat.Entry | None]], jobs: int) -> list[Streamed]:
         if jobs <= 1:
             return [self.copy(m, e) for m, e in pairs]
         # Biggest first, so one large member does not start last and run alone.
@@ -147,20 +214,24 @@ class _Copier:
                     raise future.exception()  # type: ignore[misc]
         return [futures[i].result() for i in range(len(pairs))]
 
-    def copy(self, member: Member, entry: zipformat.Entry) -> Copied:
+    def copy(self, member: Member, entry: zipformat.Entry | None) -> Streamed:
+        """Hash and scan ``member``; with ``entry``, also write it raw at the entry's offset."""
         where = self.archive.where(member.name)
-        header = zipformat.local_header(entry)
-        os.pwrite(self.out_fd, header, entry.offset)
+        write_at = None
+        if entry is not None:
+            header = zipformat.local_header(entry)
+            os.pwrite(self.out_fd, header, entry.offset)
+            write_at = entry.offset + len(header)
         sink = ArtifactSink(member.name, where)
         try:
-            self._stream(member, sink, entry.offset + len(header), where)
-            return self._result(member, entry, sink, where)
+            self._stream(member, sink, write_at, where)
+            return self._result(member, sink, where)
         except CaptureMiss:
             # Rare layouts put a needed section outside the captured ranges: read it again, whole.
             full = ArtifactSink(member.name, where, sparse=False)
             try:
                 self._stream(member, full, None, where)
-                return self._result(member, entry, full, where)
+                return self._result(member, full, where)
             finally:
                 full.close()
         finally:
@@ -219,108 +290,66 @@ class _Copier:
         return start
 
     @staticmethod
-    def _result(m: Member, entry: zipformat.Entry, sink: ArtifactSink, where: str) -> Copied:
-        digest, size = sink.sha256, sink.size
+    def _result(m: Member, sink: ArtifactSink, where: str) -> Streamed:
+        """Every file is an artifact; native ones carry their ELF facts, or say why not."""
+        plain = Artifact(m.name, sink.sha256, sink.size)
         if sink.is_elf:
             try:
-                return Copied(entry, digest, size, sink.finish())
+                return Streamed(m, sink.finish())
             except CaptureMiss:
                 raise
             except ElfError as exc:
-                warning = f"{where}: not scanned: {exc.detail}"
-                return Copied(entry, digest, size, Artifact(m.name, digest, size), warning)
+                return Streamed(m, plain, f"{where}: not scanned: {exc.detail}")
         if sink.head.startswith(FOREIGN_BINARY):
-            return Copied(entry, digest, size, Artifact(m.name, digest, size),
-                          f"{where}: unsupported binary format (PE or Mach-O): listed, not scanned")
+            return Streamed(m, plain, f"{where}: unsupported binary format (PE or Mach-O): listed, not scanned")
         if not m.is_dir and is_shared_library(m.name):
-            return Copied(entry, digest, size, Artifact(m.name, digest, size),
-                          f"{where}: named like a shared library but not ELF: listed, not scanned")
-        return Copied(entry, digest, size, None)
+            return Streamed(m, plain, f"{where}: named like a shared library but not ELF: listed, not scanned")
+        return Streamed(m, plain)
 
 
-def _check_record(archive: WheelArchive, copied: list[Copied]) -> None:
+def _check_record(archive: WheelArchive, streamed: list[Streamed]) -> None:
     """Compare what was streamed with the input's RECORD: a mismatch means corrupt input."""
-    for item in copied:
-        name = item.entry.name
-        if name.endswith("/"):
+    for item in streamed:
+        name = item.member.name
+        if item.member.is_dir:
             continue
         row = archive.record.get(name)
         where = archive.where(name)
         if row is None:
             raise WheelError("record", where, "member is not listed in RECORD")
-        if row.sha256 is not None and row.sha256 != item.sha256:
+        if row.sha256 is not None and row.sha256 != item.artifact.sha256:
             raise WheelError("corrupt", where, "sha256 differs from RECORD: the input wheel is corrupt; not signing it")
-        if row.size is not None and row.size != item.size:
-            raise WheelError("corrupt", where, f"size {item.size} differs from RECORD's {row.size}; not signing it")
+        if row.size is not None and row.size != item.artifact.size:
+            raise WheelError("corrupt", where,
+                             f"size {item.artifact.size} differs from RECORD's {row.size}; not signing it")
     present = {m.name for m in archive.members}
     for path in archive.record:
         if path not in present:
             raise WheelError("record", archive.where(path), "listed in RECORD but not in the wheel")
 
 
-def _contents(archive: WheelArchive, copied: list[Copied]) -> WheelContents:
+def _contents(archive: WheelArchive, streamed: list[Streamed]) -> WheelContents:
     meta = archive.metadata
+    files = [s.artifact for s in streamed if not s.member.is_dir and not is_installer_file(s.member.name)]
     return WheelContents(
         name=meta["Name"],
         version=meta["Version"],
         tags=list(archive.wheel_meta.get_all("Tag") or []),
         dist_info=archive.dist_info,
         names=[m.name for m in archive.members],
-        artifacts=sorted((c.artifact for c in copied if c.artifact), key=lambda a: a.path),
+        artifacts=sorted(files, key=lambda a: a.path),
         entry_points=archive.entry_points(),
         metadata=meta,
         existing_manifest=archive.read(manifest_member(archive.dist_info)),
         read_member=archive.read,
-        warnings=[c.warning for c in copied if c.warning],
+        warnings=[s.warning for s in streamed if s.warning],
     )
 
 
-def _dist_info_files(archive: WheelArchive, injection: Injection, key: SigningKey | None) -> dict[str, bytes]:
-    files = {manifest_member(archive.dist_info): seal(injection.manifest, key)}
-    text = entrypoints.render(injection.entry_points)
-    if text:
-        files[f"{archive.dist_info}/entry_points.txt"] = text.encode("utf-8")
-    return files
-
-
-def _write_dist_info(copier: _Copier, kept: list[Member], new: dict[str, bytes], stamp: _Stamp,
-                     offset: int) -> tuple[list[Copied], int]:
-    """Kept members raw, new ones deflated, all in name order; RECORD comes after."""
-    names = sorted([m.name for m in kept] + list(new))
-    by_name = {m.name: m for m in kept}
-    written = []
-    for name in names:
-        if name in by_name:
-            (entry,), _ = _layout([by_name[name]], stamp, offset)
-            written.append(copier.copy(by_name[name], entry))
-            offset += zipformat.local_header_size(name) + entry.compress_size
-        else:
-            item = _write_new(copier.out_fd, name, new[name], stamp.new, offset)
-            written.append(item)
-            offset += zipformat.local_header_size(name) + item.entry.compress_size
-    return written, offset
-
-
-def _write_new(fd: int, name: str, data: bytes, when: tuple[int, int], offset: int) -> Copied:
-    import hashlib
-
+def _write_new(fd: int, name: str, data: bytes, when: tuple[int, int], offset: int) -> Written:
     compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
     body = compressor.compress(data) + compressor.flush()
     entry = zipformat.Entry(name, zipformat.DEFLATED, zlib.crc32(data), len(body), len(data), when[0], when[1],
                             _NEW_FILE_ATTR, offset)
     os.pwrite(fd, zipformat.local_header(entry) + body, offset)
-    return Copied(entry, hashlib.sha256(data).hexdigest(), len(data), None)
-
-
-def _finish(fd: int, archive: WheelArchive, written: list[Copied], offset: int, stamp: _Stamp) -> None:
-    """RECORD (last member), then the central directory and end records; nothing after."""
-    rows = [records.RecordRow(c.entry.name, c.sha256, c.size) for c in written if not c.entry.name.endswith("/")]
-    record_name = f"{archive.dist_info}/RECORD"
-    rows.append(records.RecordRow(record_name, None, None))
-    record = _write_new(fd, record_name, records.render(rows), stamp.new, offset)
-    offset += zipformat.local_header_size(record_name) + record.entry.compress_size
-    entries = [c.entry for c in written] + [record.entry]
-    directory = b"".join(zipformat.central_header(e) for e in entries)
-    tail = directory + zipformat.end_records(len(entries), offset, len(directory))
-    os.pwrite(fd, tail, offset)
-    os.ftruncate(fd, offset + len(tail))
+    return Written(entry, hashlib.sha256(data).hexdigest(), len(data))

@@ -27,7 +27,7 @@ def test_init_output_builds_and_verifies(tmp_path: Path, signing_key: Keypair) -
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     check = run_cli("verify", str(wheel), "--trust", str(signing_key.public))
     assert check.returncode == 0, check.stdout
-    assert "1 artifacts match" in check.stdout
+    assert "artifacts match (coverage all)" in check.stdout
     shown = run_cli("inspect", str(wheel)).stdout
     assert "acme = acme_backend  targets: acme" in shown
     assert "compiler: acme_backend.compiler:AcmeBackend" in shown and "driver: acme_backend.driver:AcmeDriver" in shown

@@ -197,6 +197,95 @@ def assert_strict_zip(wheel: Path) -> None:
             assert name == info.filename
 
 
+#: Files installers write or rewrite, and the manifest itself: nothing can vouch for them.
+INSTALLER_WRITTEN = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "triton_backend.dsse.json"}
+
+
+def vouched_members(wheel: Path) -> dict[str, tuple[str, int, bool]]:
+    """Every file a coverage-"all" manifest must list, read with zipfile and hashlib (an
+    oracle independent of the packager): path -> (sha256, size, starts with the ELF magic)."""
+    out = {}
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            top, _, leaf = info.filename.partition("/")
+            if info.is_dir() or (top.endswith(".dist-info") and leaf in INSTALLER_WRITTEN):
+                continue
+            digest = hashlib.sha256()
+            with archive.open(info) as stream:
+                head = stream.read(4)
+                digest.update(head)
+                while chunk := stream.read(1 << 20):
+                    digest.update(chunk)
+            out[info.filename] = (digest.hexdigest(), info.file_size, head == b"\x7fELF")
+    return out
+
+
+def assert_vouches_for_every_file(wheel: Path) -> dict[str, Any]:
+    """The manifest (schema 1.1, coverage "all") lists exactly the wheel's files, each with
+    its sha256 and size, and ELF facts on native files only. Returns the manifest."""
+    inspected = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)
+    manifest: dict[str, Any] = inspected["manifest"]
+    assert (manifest["schema_version"], manifest["coverage"], inspected["coverage"]) == ("1.1", "all", "all")
+    listed = {a["path"]: a for a in manifest["artifacts"]}
+    members = vouched_members(wheel)
+    assert sorted(listed) == sorted(members)
+    for path, (digest, size, is_elf) in members.items():
+        assert (listed[path]["sha256"], listed[path]["size"]) == (digest, size), path
+        if listed[path]["elf"] is not None:
+            assert is_elf, path
+    return manifest
+
+
+@pytest.mark.parametrize("kind", ["with_ep", "no_ep", "dir_scan"])
+def test_migrated_manifest_vouches_for_every_file(kind: str, legacy: dict[str, Path], key: Keypair,
+                                                  tmp_path: Path) -> None:
+    src = legacy[kind]
+    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    manifest = assert_vouches_for_every_file(tmp_path / src.name)
+    paths = {a["path"] for a in manifest["artifacts"]}
+    native = {a["path"] for a in manifest["artifacts"] if a["elf"] is not None}
+    assert {p for p in paths if p.endswith(".so")} == native and len(native) == 2  # extension and plugin
+    assert any(p.endswith("/compiler.py") for p in paths) and any(p.endswith(".dist-info/METADATA") for p in paths)
+    # Entry points are written for the first and last kinds; either way the file is vouched for.
+    assert any(p.endswith(".dist-info/entry_points.txt") for p in paths) == (kind != "no_ep")
+    assert verify(tmp_path / src.name, key).returncode == 0
+
+
+def test_edited_source_fails_after_migration(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    src = legacy["with_ep"]
+    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+
+    def edit(members: dict[str, bytes]) -> None:
+        members["legacy_ep_backend/compiler.py"] += b"\n# edited after signing\n"
+
+    (tmp_path / "t").mkdir()
+    tampered = rezip(tmp_path / src.name, tmp_path / "t" / src.name, edit)
+    check = run_cli("verify", str(tampered), "--trust", str(key.public), "--json")
+    findings = json.loads(check.stdout)["wheels"][0]["findings"]
+    assert check.returncode == 1
+    assert [(f["code"], f["path"]) for f in findings][:1] == [("artifact.sha256", "legacy_ep_backend/compiler.py")]
+
+
+def test_a_plan_that_leaves_a_file_out_is_not_signed(legacy: dict[str, Path], tmp_path: Path) -> None:
+    from triton_backend_runtime import manifest as m
+
+    from backend_packager import assemble
+    from backend_packager.errors import WheelError
+    from backend_packager.rewrite import rewrite_wheel
+    from backend_packager.wheelfile import WheelContents
+
+    def forgetful(contents: WheelContents) -> assemble.Injection:
+        injection = assemble.describe(contents, [], contents.entry_points, requirements=m.Requirements(""),
+                                      provenance=m.Provenance("migrate", None), epoch=None)
+        injection.manifest.artifacts = [a for a in injection.manifest.artifacts if not a.path.endswith(".py")]
+        return injection
+
+    with pytest.raises(WheelError) as caught:
+        rewrite_wheel(legacy["with_ep"], tmp_path, forgetful, None)
+    assert caught.value.code == "wheel.coverage" and caught.value.path.endswith(".py")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_members_are_raw_copies_in_order(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
     assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
@@ -206,8 +295,9 @@ def test_output_members_are_raw_copies_in_order(legacy: dict[str, Path], key: Ke
         names = after.namelist()
         dist = [n for n in names if ".dist-info/" in n]
         assert names[-len(dist):] == dist and dist[-1].endswith("RECORD")
+        rewritten = ("/RECORD", "/entry_points.txt")
         for info in before.infolist():
-            if ".dist-info/" not in info.filename:
+            if not info.filename.endswith(rewritten):  # kept .dist-info files are raw copies too
                 assert after.getinfo(info.filename).compress_size == info.compress_size
                 assert after.getinfo(info.filename).CRC == info.CRC
                 assert not after.getinfo(info.filename).flag_bits & 0x8

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from projects import Keypair, keygen, rezip
+from test_migrate import assert_vouches_for_every_file, vouched_members
 from triton_backend_runtime import dsse
 from triton_backend_runtime.manifest import MANIFEST_FILENAME
 
 from backend_packager import signing
 
 DRIVER = "demo_backend/lib/libdemo_driver.so"
+COMPILER = "demo_backend/compiler.py"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def manifest_name(members: dict[str, bytes]) -> str:
 def test_built_wheel_verifies(wheel: Path, signing_key: Keypair) -> None:
     code, lines = verify(wheel, signing_key)
     assert code == 0
-    assert lines == [f"OK   {wheel}: signed by {_keyid(signing_key)[:16]} (vendor); 1 artifacts match"]
+    count = len(vouched_members(wheel))
+    assert lines == [f"OK   {wheel}: signed by {_keyid(signing_key)[:16]} (vendor); {count} artifacts match "
+                     "(coverage all)"]
 
 
 def test_verify_json(wheel: Path, signing_key: Keypair) -> None:
@@ -53,6 +57,129 @@ def test_verify_json(wheel: Path, signing_key: Keypair) -> None:
     assert result.returncode == 0
     assert doc["wheels"][0]["ok"] is True and doc["wheels"][0]["findings"] == []
     assert doc["wheels"][0]["signers"] == [_keyid(signing_key)]
+    assert doc["wheels"][0]["coverage"] == "all" and doc["wheels"][0]["notes"] == []
+
+
+@pytest.mark.parametrize("example", ["setuptools_backend", "scikit_build_backend"])
+def test_built_manifest_vouches_for_every_file(example: str, example_wheels: dict[str, Path]) -> None:
+    manifest = assert_vouches_for_every_file(example_wheels[example])
+    paths = {a["path"] for a in manifest["artifacts"]}
+    dist_info = next(p.split("/")[0] for p in paths if ".dist-info/" in p)
+    # Sources, the metadata kept from the inner build, and the entry points written here.
+    assert {f"{dist_info}/METADATA", f"{dist_info}/WHEEL", f"{dist_info}/entry_points.txt"} <= paths
+    assert any(p.endswith("/compiler.py") for p in paths) and any(p.endswith("/driver.py") for p in paths)
+    assert f"{dist_info}/RECORD" not in paths and f"{dist_info}/{MANIFEST_FILENAME}" not in paths
+
+
+# -- every file, not only libraries: tampering by reason code --------------------------------
+
+
+def codes_of(wheel: Path, key: Keypair) -> list[tuple[str, str]]:
+    result = run_cli("verify", str(wheel), "--trust", str(key.public), "--json")
+    doc = json.loads(result.stdout)["wheels"][0]
+    assert result.returncode == (0 if doc["ok"] else 1)
+    return [(f["code"], f["path"]) for f in doc["findings"]]
+
+
+def test_edited_source_with_record_regenerated(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    def backdoor(members: dict[str, bytes]) -> None:
+        members[COMPILER] += b"\nimport os; os.system('id')\n"
+
+    # RECORD is rewritten to match, so only the signed manifest can tell.
+    tampered = rezip(wheel, tmp_path / wheel.name, backdoor)
+    assert codes_of(tampered, signing_key) == [("artifact.sha256", COMPILER), ("artifact.size", COMPILER)]
+
+
+def test_edited_metadata_with_record_regenerated(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    def edit(members: dict[str, bytes]) -> None:
+        name = next(n for n in members if n.endswith(".dist-info/METADATA"))
+        members[name] = members[name].replace(b"Version: 0.1.0", b"Version: 0.1.0\nRequires-Dist: evil")
+
+    (finding,) = codes_of(rezip(wheel, tmp_path / wheel.name, edit), signing_key)[:1]
+    assert finding[0] == "artifact.sha256" and finding[1].endswith(".dist-info/METADATA")
+
+
+@pytest.mark.parametrize("added", ["demo_backend/sitecustomize.py", "demo_backend/lib/libdevice.10.bc",
+                                   "demo_triton_backend-0.1.0.data/scripts/ptxas"])
+def test_added_file_is_unlisted(added: str, wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    def smuggle(members: dict[str, bytes]) -> None:
+        members[added] = b"print('not signed')\n"
+
+    assert codes_of(rezip(wheel, tmp_path / wheel.name, smuggle), signing_key) == [("artifact.unlisted", added)]
+
+
+def test_files_installers_write_are_not_vouched_for(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    def install_marks(members: dict[str, bytes]) -> None:
+        dist_info = next(n for n in members if n.endswith(".dist-info/METADATA")).split("/")[0]
+        for leaf in ("INSTALLER", "REQUESTED", "direct_url.json"):
+            members[f"{dist_info}/{leaf}"] = b"pip\n"
+
+    assert codes_of(rezip(wheel, tmp_path / wheel.name, install_marks), signing_key) == []
+
+
+def test_removed_file_is_missing(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    assert codes_of(rezip(wheel, tmp_path / wheel.name, lambda m: m.pop(COMPILER)), signing_key) == [
+        ("artifact.missing", COMPILER)
+    ]
+
+
+# -- a manifest written before every file was covered (schema 1.0) -----------------------------
+
+
+def native_only(wheel: Path, key: Keypair, out: Path) -> Path:
+    """The wheel re-signed with a manifest as schema 1.0 wrote it: native artifacts only, no
+    ``coverage`` field at all (written by hand: today's writer cannot produce it)."""
+    private = signing.load(key.private)
+
+    def downgrade(members: dict[str, bytes]) -> None:
+        name = manifest_name(members)
+        statement = json.loads(dsse.decode(members[name], name).payload)
+        predicate = statement["predicate"]
+        predicate["artifacts"] = [a for a in predicate["artifacts"] if a["elf"] is not None]
+        predicate["schema_version"] = "1.0"
+        del predicate["coverage"]
+        statement["subject"] = [{"name": a["path"], "digest": {"sha256": a["sha256"]}} for a in predicate["artifacts"]]
+        body = json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()
+        sig = private.private.sign(dsse.pae(dsse.PAYLOAD_TYPE, body))
+        signature = dsse.Signature(private.public.keyid, sig)
+        members[name] = dsse.encode(dsse.Envelope(body, dsse.PAYLOAD_TYPE, (signature,)))
+
+    return rezip(wheel, out, downgrade)
+
+
+def test_schema_1_0_manifest_still_verifies_with_a_note(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    old = native_only(wheel, signing_key, tmp_path / wheel.name)
+    code, lines = verify(old, signing_key)
+    assert code == 0
+    assert lines[0].endswith("1 artifacts match (coverage native)")
+    assert lines[1].startswith(f"NOTE {old}: coverage native: the manifest (schema 1.0) vouches for native files only")
+    doc = json.loads(run_cli("verify", str(old), "--trust", str(signing_key.public), "--json").stdout)["wheels"][0]
+    assert doc["ok"] is True and doc["findings"] == [] and doc["coverage"] == "native"
+    assert doc["notes"] and "native files only" in doc["notes"][0]
+    shown = run_cli("inspect", str(old)).stdout
+    assert "coverage:   native (native files only" in shown and "schema 1.0" in shown
+    assert json.loads(run_cli("inspect", "--json", str(old)).stdout)["coverage"] == "native"
+
+
+def test_schema_1_0_manifest_keeps_todays_checks(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    old = native_only(wheel, signing_key, tmp_path / "old" / wheel.name)
+
+    def both(members: dict[str, bytes]) -> None:
+        members[COMPILER] += b"\n# edited\n"  # not covered by a native-only manifest: RECORD alone
+        members["demo_backend/lib/libextra.so"] = members[DRIVER]
+
+    tampered = rezip(old, tmp_path / wheel.name, both)
+    assert codes_of(tampered, signing_key) == [("artifact.unlisted", "demo_backend/lib/libextra.so")]
+
+
+def test_schema_1_0_wheel_migrates_to_full_coverage(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    old = native_only(wheel, signing_key, tmp_path / "old" / wheel.name)
+    proc = run_cli("migrate", str(old), "-o", str(tmp_path / "new"), "--key", str(signing_key.private))
+    assert proc.returncode == 0, proc.stderr
+    assert_vouches_for_every_file(tmp_path / "new" / wheel.name)
+    assert verify(tmp_path / "new" / wheel.name, signing_key)[0] == 0
 
 
 def test_flipped_byte_in_library(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
@@ -164,7 +291,10 @@ def test_entry_point_redirected(wheel: Path, signing_key: Keypair, tmp_path: Pat
 
     code, lines = verify(rezip(wheel, tmp_path / wheel.name, redirect), signing_key)
     assert code == 1
-    assert "entry-point.mismatch" in failures(lines)[0] and "demo = evil_backend" in failures(lines)[0]
+    # The file itself is signed (its sha256), and so is what it must say (the backends).
+    # (evil_backend is as long as demo_backend: the sizes agree, the hashes do not.)
+    assert [line.split(": ")[1] for line in failures(lines)] == ["artifact.sha256", "entry-point.mismatch"]
+    assert "demo = evil_backend" in failures(lines)[1]
 
 
 def test_every_failure_on_its_own_line(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
@@ -198,13 +328,15 @@ def test_inspect(wheel: Path, signing_key: Keypair) -> None:
     assert "compiler: demo_backend.compiler:DemoBackend" in text
     assert "driver: demo_backend.driver:DemoDriver" in text
     assert "requires:   triton >=3.9,<3.10" in text
-    assert f"  {DRIVER}  " in text
+    assert "coverage:   all (every file but RECORD" in text
+    assert f"  {DRIVER}  " in text and f"  {COMPILER}  " in text
 
 
 def test_inspect_json_plugin(example_wheels: dict[str, Path]) -> None:
     result = run_cli("inspect", str(example_wheels["scikit_build_backend"]), "--json")
     doc = json.loads(result.stdout)
     assert doc["signed"] is True and doc["verified"] is False
+    assert doc["coverage"] == doc["manifest"]["coverage"] == "all" and doc["manifest"]["schema_version"] == "1.1"
     assert doc["manifest"]["plugins"] == [
         {"path": "skdemo_backend/lib/libskdemo_plugin.so", "api": "v2", "name": None}
     ]

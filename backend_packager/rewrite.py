@@ -1,0 +1,81 @@
+"""Rewriting a wheel with a signed manifest, one way: copy, plan, seal, finish.
+
+Shaped like ``installer._core.install(source, destination, additional_metadata)``: the
+writer copies and describes, a plan (the build hook's or ``migrate``'s) turns that
+description into a manifest and the files to add, the manifest is sealed, and the writer
+gets finished bytes. Nothing flows back, and only this module knows about signing.
+
+The output: every unchanged member copied as raw compressed bytes, never re-deflated (see
+:mod:`backend_packager.writer`); the manifest envelope and the plan's files
+(``entry_points.txt``) written into ``.dist-info``; RECORD regenerated from the bytes
+actually seen; ``.dist-info`` last and RECORD last of all; members in sorted order; the
+file appears under its final name only when complete. The manifest vouches for every file
+of the output but RECORD and itself (coverage "all"); that is checked here, before sealing,
+whatever the plan did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from triton_backend_runtime.manifest import COVERAGE_ALL
+
+from .assemble import Injection
+from .errors import WheelError
+from .fsutil import atomic_output
+from .signing import SigningKey, seal
+from .wheelfile import WheelArchive, WheelContents, manifest_member
+from .writer import Progress, WheelWriter
+
+Plan = Callable[[WheelContents], Injection]
+
+
+def rewrite_wheel(
+    src: Path,
+    out_dir: Path,
+    plan: Plan,
+    key: SigningKey | None,
+    *,
+    jobs: int = 1,
+    epoch: int | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Write ``out_dir/<same file name>``: ``src`` plus the manifest ``plan`` builds, signed by ``key``.
+
+    ``epoch`` (SOURCE_DATE_EPOCH) sets every member's timestamp; without it, copied members
+    keep theirs and new ones take the newest timestamp in the input, so the output is a
+    pure function of the input either way.
+    """
+    dst = out_dir / src.name
+    with (
+        WheelArchive(src) as archive,
+        atomic_output(dst) as out,
+        WheelWriter(archive, out.fileno(), jobs=jobs, epoch=epoch, progress=progress) as writer,
+    ):
+        contents = writer.copy_payload()
+        injection = plan(contents)
+        check_coverage(contents, injection, archive.where)
+        envelope = seal(injection.manifest, key)
+        writer.finish({**injection.files, manifest_member(archive.dist_info): envelope})
+    return dst
+
+
+def check_coverage(contents: WheelContents, injection: Injection, where: Callable[[str], str]) -> None:
+    """The manifest lists exactly the files the output will hold (kept and added), each with
+    the sha256 of its final bytes: a plan that forgot one must not get it signed."""
+    manifest = injection.manifest
+    if manifest.coverage != COVERAGE_ALL:
+        raise WheelError("coverage", where(manifest_member(contents.dist_info)),
+                         f"a rewritten wheel's manifest must cover every file; this one says {manifest.coverage!r}")
+    expected = {a.path: a.sha256 for a in contents.artifacts}
+    expected |= {path: hashlib.sha256(data).hexdigest() for path, data in injection.files.items()}
+    listed = {a.path: a.sha256 for a in manifest.artifacts}
+    for path in sorted(expected.keys() | listed.keys()):
+        if path not in listed:
+            raise WheelError("coverage", where(path), "the planned manifest does not list this file; not signing it")
+        if path not in expected:
+            raise WheelError("coverage", where(path), "the planned manifest lists a file the wheel will not hold")
+        if listed[path] != expected[path]:
+            raise WheelError("coverage", where(path), "the planned manifest's sha256 is not the file's; not signing it")
