@@ -108,3 +108,15 @@ def venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path) -> Iterat
     env = triton_venv.make_venv(tmp_path_factory.mktemp("venv"), triton_wheel)
     yield env
     env.cli("hook", "uninstall")
+
+
+@pytest.fixture(scope="session")
+def migrated(venv: triton_venv.Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The triton wheel migrated and signed with the venv's key, installed in a site of its
+    own: under strict, a verified core (what `import triton` needs before any backend)."""
+    from runtime_wheels import pip_install
+
+    out = tmp_path_factory.mktemp("migrated")
+    wheel = triton_venv.migrate(triton_wheel, out / "wheels", venv.key)
+    pip_install(venv.python, wheel, out / "site")
+    return out / "site"

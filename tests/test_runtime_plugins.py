@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures
+from conftest import ElfFixtures, run_cli
 from runtime_wheels import pip_install, write_wheel
-from triton_venv import Venv, migrate
+from triton_venv import Venv, cosigned_site, migrate
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -75,7 +75,9 @@ def plugin_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.T
     }
 
 
-def test_real_plugin_handed_over_with_extend_with(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+def test_real_plugin_handed_over_with_extend_with(
+    venv: Venv, plugin_wheels: dict[str, Path], migrated: Path, tmp_path: Path
+) -> None:
     baseline = venv.json(OBSERVE)  # Triton alone does not load its own test plugin
     assert baseline["plugins"] == [] and baseline["add_plugin"] is False and baseline["mapped"] == []
 
@@ -83,7 +85,7 @@ def test_real_plugin_handed_over_with_extend_with(venv: Venv, plugin_wheels: dic
     installed = str(tmp_path / "demo_plugin" / TEST_PLUGIN)
     trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub)}
     for policy in ("strict", "warn"):
-        result = venv.json(OBSERVE, tmp_path, TRITON_BACKEND_POLICY=policy, **trusted)
+        result = venv.json(OBSERVE, tmp_path, migrated, TRITON_BACKEND_POLICY=policy, **trusted)
         row = _plugin(result, "demo-plugin")
         assert (row["trust"], row["state"], row["handed_over"]) == ("verified", "loaded", "extend_with"), row
         assert row["file"] == installed and row["api"] == "v2" and row["reason"] is None
@@ -93,7 +95,11 @@ def test_real_plugin_handed_over_with_extend_with(venv: Venv, plugin_wheels: dic
         assert result["paths"] is None  # 3.9 has extend_with: the environment is left alone
 
     # strict, signer not trusted: excluded, and never loaded into the process
-    refused = venv.json(OBSERVE, tmp_path, TRITON_BACKEND_POLICY="strict")
+    core_key = tmp_path / "core.pem"  # the core signed by a key of its own, the only one trusted
+    assert run_cli("keygen", "-o", str(core_key)).returncode == 0
+    core = cosigned_site(migrated, tmp_path / "core", [core_key])
+    core_only = {"TRITON_BACKEND_TRUSTED_KEYS": str(core_key.with_suffix(".pub"))}
+    refused = venv.json(OBSERVE, tmp_path, core, TRITON_BACKEND_POLICY="strict", **core_only)
     row = _plugin(refused, "demo-plugin")
     assert (row["trust"], row["state"], row["handed_over"]) == ("unverified", "excluded", "")
     assert row["reason"]["code"] == "policy.not-verified"
@@ -115,13 +121,15 @@ def test_plugin_triton_refuses_fails_without_breaking_import(
     assert row["reason"]["code"] == "load.plugin" and "Wrong TRITON version" in row["reason"]["message"]
 
 
-def test_plugins_exporting_one_strong_symbol(venv: Venv, plugin_wheels: dict[str, Path], tmp_path: Path) -> None:
+def test_plugins_exporting_one_strong_symbol(
+    venv: Venv, plugin_wheels: dict[str, Path], migrated: Path, tmp_path: Path
+) -> None:
     sites = {name: tmp_path / name for name in ("shared-a", "shared-b")}
     for name, site in sites.items():
         pip_install(venv.python, plugin_wheels[name], site)
     trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub), "TRITON_BACKEND_POLICY": "strict"}
     for first, second in (("shared-a", "shared-b"), ("shared-b", "shared-a")):
-        result = venv.json(OBSERVE, sites[first], sites[second], **trusted)
+        result = venv.json(OBSERVE, sites[first], sites[second], migrated, **trusted)
         winner, loser = _plugin(result, first), _plugin(result, second)
         assert (winner["state"], winner["handed_over"]) == ("loaded", "extend_with")
         assert (loser["trust"], loser["state"], loser["handed_over"]) == ("verified", "excluded", "")
@@ -162,7 +170,7 @@ def test_doctor_shows_handed_over_plugin(venv: Venv, plugin_wheels: dict[str, Pa
     assert (row["state"], row["handed_over"]) == ("loaded", "extend_with")
 
 
-def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, tmp_path: Path) -> None:
+def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, migrated: Path, tmp_path: Path) -> None:
     """The real triton-utlx 3.8.0.post16 (Requires-Dist: triton~=3.8.0, a v2 plugin linked
     against libtriton.so), migrated and signed, beside the installed Triton 3.9.0: its Triton
     requirement is checked from the manifest, before anything is loaded."""
@@ -171,7 +179,7 @@ def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, tmp_path: Pa
     signed = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), tmp_path / "signed", venv.key)
     pip_install(venv.python, signed, tmp_path / "site")
     for policy in ("warn", "strict"):
-        result = venv.json(OBSERVE, tmp_path / "site", TRITON_BACKEND_POLICY=policy,
+        result = venv.json(OBSERVE, tmp_path / "site", migrated, TRITON_BACKEND_POLICY=policy,
                            TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
         row = _plugin(result, "triton-utlx")
         assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", ""), row

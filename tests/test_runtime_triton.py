@@ -8,12 +8,13 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from conftest import ROOT, ElfFixtures, run_cli
 from runtime_wheels import backend_files, pip_install, resign, write_wheel
 from triton_backend_runtime.manifest import Manifest
-from triton_venv import PROBE, Venv, backend_rows, migrate
+from triton_venv import PROBE, Venv, backend_rows, cosigned_site, migrate
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -27,13 +28,12 @@ def test_hook_unmodified_triton_legacy_under_warn_refused_under_strict(venv: Ven
     assert {(r["name"], r["trust"], r["state"]) for r in warn["report"]["backends"]} == {
         ("amd", "legacy", "loaded"), ("nvidia", "legacy", "loaded")
     }
-    strict = venv.probe(TRITON_BACKEND_POLICY="strict")
-    assert strict["table"] == {}
-    for row in strict["report"]["backends"]:
-        assert row["state"] == "excluded"
-        assert row["reason"]["code"] == "policy.not-verified"
-        assert "legacy" in row["reason"]["message"]
-    assert "BackendWarning" in strict["stderr"] and "nvidia" in strict["stderr"]
+    # strict: the legacy core itself is refused before triton/__init__ runs (it loads libtriton)
+    strict = venv.run("import triton", TRITON_BACKEND_POLICY="strict")
+    assert strict.returncode == 1
+    last = strict.stderr.strip().splitlines()[-1]
+    assert last.startswith("triton_backend_runtime.core.CoreRejected: triton core not verified: ")
+    assert "triton/__init__.py" in last and "(policy.not-verified)" in last
     off = venv.probe(TRITON_BACKEND_POLICY="off")
     assert set(off["table"]) == {"amd", "nvidia"} and off["report"]["used_by_triton"] is False
 
@@ -54,15 +54,6 @@ def test_in_tree_discovery(venv: Venv) -> None:
     assert {r["source"] for r in result["report"]["backends"]} == {"in-tree"}
 
 
-@pytest.fixture(scope="module")
-def migrated(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The triton wheel migrated and signed by `backend-packager migrate`, in a site of its own."""
-    out = tmp_path_factory.mktemp("migrated")
-    wheel = migrate(triton_wheel, out / "wheels", venv.key)
-    pip_install(venv.python, wheel, out / "site")
-    return out / "site"
-
-
 def test_migrated_triton_verified_under_strict(venv: Venv, migrated: Path) -> None:
     trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub), "TRITON_BACKEND_POLICY": "strict"}
     result = venv.probe(migrated, **trusted)
@@ -80,9 +71,10 @@ def test_migrated_triton_verified_under_strict(venv: Venv, migrated: Path) -> No
     hook_hash, digest, hashed = done.stdout.split()
     assert hook_hash == digest and hashed == "0", done.stderr
     # untrusted key: under strict refused with the reason, under warn loaded as unverified
-    untrusted = venv.probe(migrated, TRITON_BACKEND_POLICY="strict")
-    assert untrusted["table"] == {}
-    assert "not a trusted key" in backend_rows(untrusted, "nvidia")[0]["reason"]["message"]
+    # (the core itself is then refused before triton/__init__ runs)
+    untrusted = venv.run("import triton", migrated, TRITON_BACKEND_POLICY="strict")
+    assert untrusted.returncode == 1 and "not a trusted key" in untrusted.stderr
+    assert "(policy.not-verified)" in untrusted.stderr.strip().splitlines()[-1]
     assert backend_rows(venv.probe(migrated), "nvidia")[0]["trust"] == "unverified"
 
 
@@ -112,22 +104,24 @@ def demo_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.Tem
     }
 
 
-def test_changed_byte_in_installed_so_rejected_under_strict(venv: Venv, demo_wheels: dict, tmp_path: Path) -> None:
+def test_changed_byte_in_installed_so_rejected_under_strict(
+    venv: Venv, demo_wheels: dict, migrated: Path, tmp_path: Path
+) -> None:
     pip_install(venv.python, demo_wheels["demo"], tmp_path)
     env = {"TRITON_BACKEND_TRUSTED_KEYS": str(venv.pub), "TRITON_BACKEND_POLICY": "strict"}
-    before = venv.probe(tmp_path, **env)
-    assert before["table"] == {"demo": "demo_backend.compiler.DemoBackend"}
+    before = venv.probe(tmp_path, migrated, **env)
+    assert before["table"] == {"amd": ANY, "nvidia": ANY, "demo": "demo_backend.compiler.DemoBackend"}
     assert backend_rows(before, "demo")[0]["trust"] == "verified"
     library = tmp_path / "demo_backend" / "lib" / "libexports.so"
     data = bytearray(library.read_bytes())
     data[len(data) // 2] ^= 0xFF
     library.write_bytes(bytes(data))  # same size: only the hash can tell
-    after = venv.probe(tmp_path, **env)
-    assert after["table"] == {}
+    after = venv.probe(tmp_path, migrated, **env)
+    assert set(after["table"]) == {"amd", "nvidia"}
     row = backend_rows(after, "demo")[0]
     assert (row["trust"], row["state"]) == ("rejected", "excluded")
     assert row["reason"]["code"] == "verify.sha256" and row["reason"]["path"] == str(library)
-    listed = venv.cli("list", "--json", paths=(tmp_path,), **env)
+    listed = venv.cli("list", "--json", paths=(tmp_path, migrated), **env)
     assert listed.returncode == 1 and str(library) in listed.stdout
 
 
@@ -217,7 +211,10 @@ def test_two_backends_claiming_one_target(venv: Venv, demo_wheels: dict, rival_k
     assert {"demo", "rival"} <= set(result["table"])
 
 
-def test_trust_threshold_of_two(venv: Venv, demo_wheels: dict, rival_key: Path, tmp_path: Path) -> None:
+def test_trust_threshold_of_two(
+    venv: Venv, demo_wheels: dict, migrated: Path, rival_key: Path, tmp_path: Path
+) -> None:
+    core = cosigned_site(migrated, tmp_path / "core", [venv.key, rival_key])  # strict needs a verified core
     trust = tmp_path / "trusted"
     trust.mkdir()
     shutil.copyfile(venv.pub, trust / "vendor.pub")
@@ -232,14 +229,14 @@ def test_trust_threshold_of_two(venv: Venv, demo_wheels: dict, rival_key: Path, 
     result = {}
     for name, wheel in wheels.items():
         pip_install(venv.python, wheel, tmp_path / name)
-        result[name] = venv.probe(tmp_path / name, **env)
+        result[name] = venv.probe(tmp_path / name, core, **env)
     for refused in ("one", "same-key-twice"):
         row = backend_rows(result[refused], "demo")[0]
-        assert result[refused]["table"] == {} and (row["trust"], row["state"]) == ("rejected", "excluded")
+        assert "demo" not in result[refused]["table"] and (row["trust"], row["state"]) == ("rejected", "excluded")
         assert row["reason"]["code"] == "signature.signature"
         assert "1 of 2 required signatures" in row["reason"]["message"]
     row = backend_rows(result["both"], "demo")[0]
-    assert result["both"]["table"] == {"demo": "demo_backend.compiler.DemoBackend"}
+    assert result["both"]["table"]["demo"] == "demo_backend.compiler.DemoBackend"
     assert row["trust"] == "verified" and [s.split(" ", 1)[1] for s in row["signers"]] == [
         "test vendor", "second signer"
     ]
@@ -247,7 +244,7 @@ def test_trust_threshold_of_two(venv: Venv, demo_wheels: dict, rival_key: Path, 
     # outlive the trust store it was made with
     (trust / "threshold").unlink()
     (trust / "second.pub").unlink()
-    row = backend_rows(venv.probe(tmp_path / "one", **env), "demo")[0]
+    row = backend_rows(venv.probe(tmp_path / "one", core, **env), "demo")[0]
     assert (row["trust"], row["state"]) == ("verified", "loaded")
 
 

@@ -98,3 +98,21 @@ def migrate(wheel: Path, out: Path, key: Path) -> Path:
 
 def backend_rows(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return [r for r in result["report"]["backends"] if r["name"] == name]
+
+
+def cosigned_site(site: Path, out: Path, keys: list[Path]) -> Path:
+    """A hard-linked copy of ``site`` whose triton manifest is signed by every key in ``keys``
+    (the same statement, more signatures): a core that verifies under a higher threshold."""
+    from triton_backend_runtime import dsse
+    from triton_backend_runtime.manifest import MANIFEST_FILENAME
+    from triton_backend_runtime.statement import manifest_from_statement
+
+    from backend_packager import signing
+
+    subprocess.run(["cp", "-al", str(site), str(out)], check=True)
+    (envelope,) = out.glob(f"triton-*.dist-info/{MANIFEST_FILENAME}")
+    data = envelope.read_bytes()
+    manifest = manifest_from_statement(dsse.unverified_payload(dsse.decode(data, str(envelope))), str(envelope))
+    envelope.unlink()  # a hard link: write a new file, never through the shared one
+    envelope.write_bytes(signing.seal_with(manifest, [signing.load(k) for k in keys]))
+    return out

@@ -25,21 +25,27 @@ if TYPE_CHECKING:
     from typing import Any
 
 PTH_NAME = "triton_backend_runtime-hook.pth"
+# One line (site runs .pth lines that start with "import"). When the runtime is gone but the
+# .pth stayed, it says so once on stderr: strict would otherwise be silently unenforced.
 PTH_LINE = (
     "import sys; exec('try:\\n import triton_backend_runtime.autohook as h\\n h.install()\\n"
-    "except Exception:\\n pass')\n"
+    "except ImportError as e:\\n sys.stderr.write(\"triton-backend-runtime: %s is installed but the runtime cannot be "
+    "imported (%s): backends are not verified; reinstall triton-backend-runtime or delete the .pth file\\\\n\" "
+    "% (\"triton_backend_runtime-hook.pth\", e))\\nexcept Exception:\\n pass')\n"
 )
 PATCHED_MODULE = "triton.backends"
+CORE_MODULE = "triton"
 
 _callbacks: dict[str, list[Callable[[Any], None]]] = {}
-_state = {"patch": False}
+_state = {"patch": False, "core": False}
 
 
 class _Finder:
     """Finds nothing itself: wraps the loader the other finders return for watched modules."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in _callbacks and not (_state["patch"] and fullname == PATCHED_MODULE):
+        watched = (_state["patch"] and fullname == PATCHED_MODULE) or (_state["core"] and fullname == CORE_MODULE)
+        if fullname not in _callbacks and not watched:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -64,6 +70,10 @@ class _Loader:
         return self.inner.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
+        if _state["core"] and self.fullname == CORE_MODULE:
+            from .core import check_core
+
+            check_core(getattr(module, "__spec__", None))  # raises ImportError under strict
         code = None
         if _state["patch"] and self.fullname == PATCHED_MODULE:
             from .hook import patch_source
@@ -89,8 +99,10 @@ def _ensure_finder() -> None:
 
 
 def install() -> None:
-    """Called from the .pth file: patch ``triton.backends`` when it is imported."""
+    """Called from the .pth file: verify the core before ``triton`` runs, patch
+    ``triton.backends`` when it is imported."""
     _state["patch"] = True
+    _state["core"] = True
     _ensure_finder()
 
 

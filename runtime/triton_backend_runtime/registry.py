@@ -116,6 +116,8 @@ class Registry:
             self.result: dict[str, Any] | None = None
             self.used_by_triton = False
             self.manifest_digest: str | None = None
+            #: Why the Triton core did not verify (set by :mod:`.core` before triton/__init__ runs).
+            self.core: Reason | None = None
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -308,6 +310,7 @@ class Registry:
                 "trust_sources": self.trust_sources,
                 "cache": cache_file(),
                 "manifest_digest": self.manifest_digest,
+                "core": asdict(self.core) if self.core else None,
                 "problems": [asdict(p) for p in self.problems],
                 "notes": [asdict(n) for n in self.notes],
                 "backends": [_backend_row(e, self.verdicts) for e in self.entries],
