@@ -33,7 +33,40 @@ def test_triton_verifies(migrated_triton: Path, key: Keypair) -> None:
 
     proc = run_cli("verify", str(migrated_triton), "--trust", str(key.public))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(coverage all)" in proc.stdout
     assert_strict_zip(migrated_triton)
+
+
+def test_triton_manifest_vouches_for_every_file(migrated_triton: Path) -> None:
+    from test_migrate import assert_vouches_for_every_file
+
+    manifest = assert_vouches_for_every_file(migrated_triton)
+    listed = {a["path"]: a for a in manifest["artifacts"]}
+    assert len(listed) > 500  # 598 files in triton 3.9.0: sources, data, executables, libraries, metadata
+    # What runs besides the libraries: data linked into kernels, a bundled executable, sources.
+    assert listed["triton/backends/nvidia/lib/libdevice.10.bc"]["elf"] is None
+    assert listed["triton/backends/nvidia/bin/ptxas"]["elf"]["file_type"] == "EXEC"
+    assert listed["triton/backends/nvidia/compiler.py"]["elf"] is None
+    assert listed["triton/_C/libtriton.so"]["elf"]["exports"]["count"] > 1000
+    dist_info = "triton-3.9.0.dist-info"
+    assert {f"{dist_info}/{leaf}" for leaf in ("METADATA", "WHEEL", "entry_points.txt", "top_level.txt",
+                                                "licenses/LICENSE")} <= set(listed)
+
+
+def test_edited_triton_source_fails(migrated_triton: Path, key: Keypair, tmp_path: Path) -> None:
+    from projects import rezip
+
+    def edit(members: dict[str, bytes]) -> None:
+        members["triton/backends/nvidia/compiler.py"] += b"\n# edited after signing\n"
+        for name in [n for n in members if n.endswith("/")]:
+            del members[name]  # rezip would list directory entries in RECORD; a careful attacker would not
+
+    tampered = rezip(migrated_triton, tmp_path / migrated_triton.name, edit)
+    proc = run_cli("verify", str(tampered), "--trust", str(key.public), "--json")
+    findings = [(f["code"], f["path"]) for f in json.loads(proc.stdout)["wheels"][0]["findings"]]
+    assert proc.returncode == 1
+    assert findings == [("artifact.sha256", "triton/backends/nvidia/compiler.py"),
+                        ("artifact.size", "triton/backends/nvidia/compiler.py")]
 
 
 def test_triton_installs_and_imports(migrated_triton: Path, tmp_path: Path) -> None:
