@@ -49,7 +49,8 @@ if hasattr(passes.plugin, "add_plugin"):
     renamed = str(module)
 print(json.dumps({
     "plugins": report["plugins"], "paths": os.environ.get("TRITON_PLUGIN_PATHS"),
-    "mapped": sorted({l.split()[-1] for l in maps.splitlines() if l.endswith(".so") and "plugin" in l.lower()}),
+    "mapped": sorted({l.split()[-1] for l in maps.splitlines()
+                      if l.endswith(".so") and "plugin" in l.rsplit("/", 1)[-1].lower()}),
     "add_plugin": hasattr(passes.plugin, "add_plugin"), "module": renamed,
 }))
 """
