@@ -18,11 +18,11 @@ concrete subclass of each) loads every admitted backend; the registry decides wh
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from . import registry as reg
+from .vocab import LOADED, STRICT
 
 PATCH_ANCHOR = "backends: dict[str, Backend] = _discover_backends()\n"
 PATCH_BLOCK = '''\
@@ -70,8 +70,8 @@ def triton_backends(load: Callable[[str, str], Any], backends_dir: str | None = 
         _after_load(registry)
         return table
     except Exception as exc:  # the registry must never be why import triton fails
-        warnings.warn(f"triton-backend-runtime: internal error, {exc!r}", reg.BackendWarning, stacklevel=2)
-        return {} if registry.policy == "strict" else None
+        reg.emit(f"triton-backend-runtime: internal error, {exc!r}")
+        return {} if registry.policy == STRICT else None
 
 
 def _after_load(registry: reg.Registry) -> None:
@@ -81,7 +81,7 @@ def _after_load(registry: reg.Registry) -> None:
     used = [
         (item.dist.key, item.dist.version, registry.verdicts[item.dist.dist_info].envelope_sha256)
         for item in items
-        if item.dist is not None and item.dist.dist_info in registry.verdicts and item.state == "loaded"
+        if item.dist is not None and item.dist.dist_info in registry.verdicts and item.state == LOADED
     ]
     knobs = sys.modules.get("triton.knobs")
     if used and knobs is not None:
