@@ -3,8 +3,9 @@
 It wraps an inner backend (``setuptools.build_meta`` unless ``[tool.backend-packager]``
 names another, e.g. ``scikit_build_core.build``) and delegates every hook to it. The wheel
 the inner backend builds is then, optionally, repaired by auditwheel (so the manifest
-hashes the repaired libraries), scanned, described by a manifest, signed, and rewritten
-with the manifest and the ``[triton.backends]`` entry points injected.
+hashes the repaired files), hashed and scanned, described by a manifest that vouches for
+every file of the finished wheel (the injected ``entry_points.txt`` included), signed, and
+rewritten with the manifest and the ``[triton.backends]`` entry points injected.
 
 PEP 517 requires the ``.dist-info`` from ``prepare_metadata_for_build_wheel`` to match the
 wheel's, so the entry points are injected there too, rendered by the same function.

@@ -286,9 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="add a signed manifest and entry points to legacy wheels",
         description="For each legacy wheel (or every *.whl in a directory): find its backends "
         "(triton.backends entry points, else triton/backends/<name>/ directories, for which entry "
-        "points are then added), scan its native libraries, and write OUTDIR/<same name>.whl with "
-        "a signed manifest. A wheel that already has one is re-scanned and re-signed (use this "
-        "after auditwheel repair). The input is never modified. Exit 1 if any wheel failed.",
+        "points are then added), hash every file and scan the native ones, and write OUTDIR/<same name>.whl "
+        "with a signed manifest that vouches for every file. A wheel that already has one is re-scanned and "
+        "re-signed (use this after auditwheel repair). The input is never modified. Exit 1 if any wheel failed.",
     )
     migrate.add_argument("inputs", nargs="+", type=Path, metavar="WHEEL_OR_DIR")
     migrate.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="output directory")
