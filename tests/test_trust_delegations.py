@@ -356,3 +356,30 @@ def test_cli_errors_and_usage(cli: Cli, place: Place) -> None:
     listing = cli("list")
     assert listing.returncode == 1
     assert f"{place.user / 'scopes'}:1: expected" in listing.stderr and "(trust.scope-format)" in listing.stderr
+
+
+def test_floor_holds_for_a_release_without_a_manifest(place: Place, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Downgrading to an unsigned (legacy) release below the floor is a rollback too."""
+    from triton_backend_runtime import registry
+
+    site_dir = tmp_path / "site"
+    info = site_dir / "demo_backend-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-backend\nVersion: 1.0\n\n")
+    (info / "entry_points.txt").write_text("[triton.backends]\ndemo = demo_backend\n")
+    for key, value in {**place.env(), "TRITON_BACKEND_CACHE_DIR": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sys, "path", [str(site_dir), *sys.path])
+
+    def legacy_entry() -> registry.Entry:
+        reg = registry.Registry()
+        reg.verify(backends_dir=None)
+        (entry,) = reg.entries
+        return entry
+
+    assert legacy_entry().trust == "legacy"  # no floor: loaded as Triton would
+    place.extra.mkdir(parents=True, exist_ok=True)
+    (place.extra / "min-versions").write_text("demo-backend 1.1\n")
+    entry = legacy_entry()
+    assert (entry.trust, entry.reason.code if entry.reason else None) == ("rejected", "trust.rollback")

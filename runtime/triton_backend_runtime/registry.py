@@ -130,8 +130,28 @@ class Registry:
             rehash = rehash or os.environ.get(REHASH_ENV, "") == "1"
             self.verdicts = self._verdicts(found, rehash)
             self.entries = [self._entry(c) for c in found.candidates]
+            self._legacy_floors()
             self.plugins = [p for d in found.distributions for p in self._plugins(d)]
             self.discovery = found
+
+    def _legacy_floors(self) -> None:
+        """A version floor holds for releases without a manifest too (a downgrade to an
+        unsigned release is still a rollback); read only when a floor is configured."""
+        from .trustpaths import trust_sources
+
+        legacy = [e for e in self.entries if e.trust == LEGACY and e.dist is not None]
+        if not legacy or not any(os.path.basename(p) == "min-versions" for p in trust_sources()):
+            return
+        from .trust import check_floor, load_trust_store
+
+        store, _ = load_trust_store()
+        for entry in legacy:
+            assert entry.dist is not None
+            try:
+                check_floor(store, entry.dist.name, entry.dist.version, entry.dist.dist_info)
+            except TrustError as exc:
+                entry.trust = entry.state = REJECTED
+                entry.reason = reason_of(exc)
 
     def _verdicts(self, found: Discovery, rehash: bool) -> dict[str, Verdict]:
         from .trustpaths import trust_sources

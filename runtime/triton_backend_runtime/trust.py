@@ -124,11 +124,11 @@ def parse_scope_names(text: str, where: str) -> frozenset[str]:
 
 
 def _valid_version(text: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release number too long for int()
         return False
     return True
 
@@ -328,12 +328,12 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
         raise TrustStoreError(
             "rollback", where, f"the floor for {wanted} set in {floor.source} is unreadable; no release is admitted"
         )
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     shown = version[:100]
     try:
         below = Version(version) < Version(floor.version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a release number too long for int()
         raise TrustStoreError(
             "rollback", where, f"{wanted} version {shown!r} is not a PEP 440 version, so it cannot be shown to be "
             f"at or above the floor {floor.version} set in {floor.source}"
