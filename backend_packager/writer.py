@@ -121,9 +121,9 @@ class WheelWriter:
     def copy_payload(self) -> WheelContents:
         """Copy every payload member raw and hash the kept ``.dist-info`` files; describe all."""
         entries, self._offset = _layout(self._payload, self._stamp, 0)
-        jobs: list[tuple[Member, zipformat.Entry | None]] = [*zip(self._payload, entries, strict=True)]
-        jobs += [(m, None) for m in self._kept]
-        streamed = self._copier.copy_all(jobs, self.jobs)
+        work: list[tuple[Member, zipformat.Entry | None]] = [*zip(self._payload, entries, strict=True)]
+        work += [(m, None) for m in self._kept]  # hashed now, written by finish()
+        streamed = self._copier.copy_all(work, self.jobs)
         for entry, item in zip(entries, streamed[:len(entries)], strict=True):
             self._written.append(Written(entry, item.artifact.sha256, item.artifact.size))
         self._hashed = {s.member.name: s.artifact.sha256 for s in streamed[len(entries):]}
