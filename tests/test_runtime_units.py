@@ -13,9 +13,9 @@ import pytest
 from conftest import ElfFixtures, gcc
 from triton_backend_runtime import compilekey, discovery, dynsym, manifest, plugins, policy
 from triton_backend_runtime.errors import VerifyError
+from triton_backend_runtime.installed import HashCache
 from triton_backend_runtime.registry import PluginEntry
 from triton_backend_runtime.trust import load_trust_store, trust_sources
-from triton_backend_runtime.installed import HashCache
 
 from backend_packager import signing
 

@@ -48,29 +48,33 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def decode(cls: type[T], value: Any, where: str = "$") -> T:
-    """Build an instance of dataclass ``cls`` from a decoded JSON value, strictly."""
-    result: T = _decode(cls, value, where)
+def decode(cls: type[T], value: Any, where: str = "$", *, complete: bool = False) -> T:
+    """Build an instance of dataclass ``cls`` from a decoded JSON value, strictly.
+
+    ``complete`` requires every field, defaults included: for data this package wrote
+    itself (a cache), where a missing key means the data is not what was written.
+    """
+    result: T = _decode(cls, value, where, complete)
     return result
 
 
-def _decode(tp: Any, value: Any, where: str) -> Any:
+def _decode(tp: Any, value: Any, where: str, complete: bool = False) -> Any:
     optional, inner = _is_optional(tp)
     if optional:
-        return None if value is None else _decode(inner, value, where)
+        return None if value is None else _decode(inner, value, where, complete)
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        return _decode_object(tp, value, where)  # type: ignore[arg-type]
+        return _decode_object(tp, value, where, complete)  # type: ignore[arg-type]
     if origin is list:
         if not isinstance(value, list):
             raise ManifestError("schema", where, f"expected an array, found {_type_name(value)}")
         (item,) = typing.get_args(tp)
-        return [_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_decode(item, v, f"{where}[{i}]", complete) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ManifestError("schema", where, f"expected an object, found {_type_name(value)}")
         _, item = typing.get_args(tp)
-        return {str(k): _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): _decode(item, v, f"{where}.{k}", complete) for k, v in value.items()}
     if origin is Literal:
         allowed = typing.get_args(tp)
         if value not in allowed or not isinstance(value, str):
@@ -94,15 +98,15 @@ def _decode_scalar(tp: Any, value: Any, where: str) -> Any:
     return value
 
 
-def _decode_object(cls: type, value: Any, where: str) -> Any:
+def _decode_object(cls: type, value: Any, where: str, complete: bool) -> Any:
     if not isinstance(value, dict):
         raise ManifestError("schema", where, f"expected an object, found {_type_name(value)}")
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in value:
-            kwargs[field.name] = _decode(hints[field.name], value[field.name], f"{where}.{field.name}")
-        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            kwargs[field.name] = _decode(hints[field.name], value[field.name], f"{where}.{field.name}", complete)
+        elif complete or (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING):
             raise ManifestError("schema", where, f"missing required field {field.name!r}")
     return cls(**kwargs)
 

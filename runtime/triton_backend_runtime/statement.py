@@ -47,8 +47,9 @@ def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
 def _check_subjects(subjects: Any, manifest: m.Manifest, where: str) -> None:
     listed = set()
     for subject in subjects if isinstance(subjects, list) else [None]:
-        digest = subject.get("digest") if isinstance(subject, dict) else None
-        name, sha = (subject or {}).get("name"), digest.get("sha256") if isinstance(digest, dict) else None
+        fields = subject if isinstance(subject, dict) else {}
+        digest = fields.get("digest")
+        name, sha = fields.get("name"), digest.get("sha256") if isinstance(digest, dict) else None
         if not isinstance(name, str) or not isinstance(sha, str):
             raise ManifestError("statement", where, "statement subjects are malformed")
         listed.add((name, sha))

@@ -169,7 +169,7 @@ class VerifyCache:
         try:
             if not isinstance(raw, dict) or not isinstance(raw.get("context"), str):
                 raise ManifestError("schema", "$", "entry is not an object with a context")
-            entry = _Entry(raw["context"], schema.decode(Verdict, raw.get("verdict")), _identities(raw))
+            entry = _Entry(raw["context"], schema.decode(Verdict, raw.get("verdict"), complete=True), _identities(raw))
         except (ManifestError, TypeError, ValueError) as exc:
             self.notes.append(CacheError("malformed", f"{self.path}: {dist_info}",
                                          f"cache entry ignored ({exc}); verified again"))

@@ -65,6 +65,8 @@ SUPPORTED_PROTOCOL_MAJORS = (1,)
 #: Symbols every plugin defines on purpose; Triton looks them up per library handle.
 _PER_LIBRARY = {m.PLUGIN_V2_SYMBOL, *m.PLUGIN_V1_SYMBOLS, "_init", "_fini", "_edata", "_end", "__bss_start"}
 _MAJOR = re.compile(r"[0-9]{1,6}")
+#: Dotted parts in one field of a wheel tag: real compressed tag sets have a handful.
+MAX_TAG_PARTS = 64
 #: What the import system or the dynamic loader could run, by file name.
 _CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
 
@@ -161,6 +163,8 @@ def _locate(manifest: m.Manifest, dist: Distribution, verdict: Verdict) -> dict[
     located: dict[str, str] = {}
     for artifact in manifest.artifacts:
         path = installed_path(dist.root, artifact.path, where)
+        if artifact.path in located:  # or a small manifest could make verification hash a file 1000 times
+            raise VerifyError("path", where, f"artifact {artifact.path[:200]!r} is listed twice")
         if path is not None:
             located[artifact.path] = path
     for backend in manifest.backends:
@@ -221,16 +225,22 @@ def _check_environment(manifest: m.Manifest, dist: Distribution, ctx: Context) -
 
 
 def _check_tags(tags: list[str], where: str) -> None:
-    from packaging.tags import parse_tag
-
-    parsed: set[str] = set()
+    """PEP 425 compressed tag sets (``py2.py3-none-any``) matched field by field: expanding
+    them first would build the product of the three fields, n**3 tags for n parts each."""
+    if not tags:
+        return
+    fields = []
     for text in tags:
-        try:
-            parsed |= {str(t) for t in parse_tag(text)}
-        except ValueError:
-            raise VerifyError("tag", where, f"wheel tag {text[:100]!r} is not 'python-abi-platform'") from None
-    if parsed and not parsed & _interpreter_tags():
-        raise VerifyError("tag", where, f"wheel tags {', '.join(tags)} do not fit this interpreter")
+        parts = text.split("-")
+        expanded = [set(p.lower().split(".")) for p in parts]  # packaging.tags.Tag lowercases too
+        if len(parts) != 3 or any("" in e or len(e) > MAX_TAG_PARTS for e in expanded):
+            raise VerifyError("tag", where, f"wheel tag {text[:100]!r} is not 'python-abi-platform' "
+                              f"(at most {MAX_TAG_PARTS} dotted parts each)")
+        fields.append(expanded)
+    for interpreter, abi, platform in _interpreter_tags():
+        if any(interpreter in i and abi in a and platform in p for i, a, p in fields):
+            return
+    raise VerifyError("tag", where, f"wheel tags {', '.join(t[:100] for t in tags)} do not fit this interpreter")
 
 
 def _check_specifier(what: str, spec: str | None, installed: str | None, where: str) -> None:
@@ -248,14 +258,14 @@ def _check_specifier(what: str, spec: str | None, installed: str | None, where: 
         raise VerifyError(what.lower(), where, f"requires {what} {spec}; installed is {installed}")
 
 
-_TAGS: set[str] = set()
+_TAGS: list[tuple[str, str, str]] = []
 
 
-def _interpreter_tags() -> set[str]:
+def _interpreter_tags() -> list[tuple[str, str, str]]:
     if not _TAGS:
         from packaging.tags import sys_tags
 
-        _TAGS.update(str(t) for t in sys_tags())
+        _TAGS.extend((t.interpreter, t.abi, t.platform) for t in sys_tags())
     return _TAGS
 
 
