@@ -20,10 +20,6 @@ from triton_backend_runtime.trust import load_trust_store, trust_sources
 from backend_packager import signing
 
 
-def test_manifest_filename_agrees() -> None:
-    assert discovery.MANIFEST_FILENAME == manifest.MANIFEST_FILENAME
-
-
 def test_parse_entry_points() -> None:
     text = "# c\n[console_scripts]\nx = a:b\n\n[triton.backends]\nnvidia = triton.backends.nvidia\n amd=pkg.amd \n"
     assert discovery.parse_entry_points(text) == {
