@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ElfFixtures, gcc
-from triton_backend_runtime import compilekey, discovery, dynsym, manifest, plugins, policy
+from triton_backend_runtime import compilekey, discovery, dynsym, plugins, policy
 from triton_backend_runtime.errors import VerifyError
 from triton_backend_runtime.installed import HashCache
 from triton_backend_runtime.registry import PluginEntry
