@@ -1,12 +1,21 @@
 """What the runtime registry costs on `import triton`, as ratios measured in one run.
 
-Sets up a venv with the real triton==3.9.0 and, beside it, the same wheel migrated and
-signed by `backend-packager migrate` (so every backend verifies), then measures, runs
-interleaved, median of N:
+Sets up two venvs from the real triton==3.9.0 wheel:
 
-* `import triton` through the registry, every backend verified, warm cache, against the
-  unmodified `import triton` of the same files (target: <= 1.05);
-* cold (TRITON_BACKEND_REHASH=1: every artifact hashed, every signature checked) against warm;
+* ``plain``: the wheel as published, installed with pip, no hook: the unmodified
+  `import triton` (reference);
+* ``hooked``: the same wheel migrated and signed by `backend-packager migrate` (a manifest
+  listing every file of the wheel, ~600, coverage "all"), installed with pip, the runtime
+  on PYTHONPATH, its .pth hook installed, the key trusted, TRITON_BACKEND_POLICY=strict:
+  the core and every backend verified before they run.
+
+Both import the same Triton files (only the .dist-info differs); the plain venv gets an
+empty directory on PYTHONPATH so that both search a path of the same length. Then, runs
+alternating between the configurations, median of N:
+
+* `import triton`, hooked with a warm verdict cache, against plain (target: <= 1.05);
+* cold (TRITON_BACKEND_REHASH=1: every artifact hashed, every signature checked) against warm
+  (bench/bench_verify.py measures cold verification against a parallel sha256);
 * discovery alone against `importlib.metadata.entry_points().select(group="triton.backends")`,
   per call in one process, and first call including the module imports;
 * `python -X importtime`: the runtime's own modules on the warm path.
@@ -51,24 +60,30 @@ print(first, runs[len(runs) // 2], len(found))
 """
 
 
-def setup(work: Path) -> tuple[Path, Path, Path]:
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
+def make_venv(path: Path, wheel: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    python = path / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    wheel = fetch_wheel("triton==3.9.0")
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
     subprocess.run([*pip, "packaging", "cryptography"], check=True)
+    return python
+
+
+def setup(work: Path) -> tuple[dict[str, Path], Path]:
+    """The plain and the hooked venv (see the module docstring); the public key."""
+    wheel = fetch_wheel("triton==3.9.0")
     key = work / "bench.pem"
     subprocess.run([str(PACKAGER), "keygen", "-o", str(key)], check=True, capture_output=True)
     subprocess.run([str(PACKAGER), "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
                    check=True, capture_output=True)
-    site = work / "site"
-    subprocess.run([*pip, "--no-deps", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
-    env = _env(work, [site, ROOT / "runtime"])
-    subprocess.run([str(python), "-m", "triton_backend_runtime", "hook", "install"], check=True, env=env,
-                   capture_output=True)
-    return python, site, key.with_suffix(".pub")
+    pythons = {
+        "plain": make_venv(work / "plain", wheel),
+        "hooked": make_venv(work / "hooked", work / "signed" / wheel.name),
+    }
+    subprocess.run([str(pythons["hooked"]), "-m", "triton_backend_runtime", "hook", "install"], check=True,
+                   env=_env(work, [ROOT / "runtime"]), capture_output=True)
+    (work / "empty").mkdir()
+    return pythons, key.with_suffix(".pub")
 
 
 def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
@@ -89,35 +104,50 @@ def wall(python: Path, env: dict[str, str], code: str = "import triton") -> floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=15, help="runs per configuration (default 15)")
+    parser.add_argument("-n", type=int, default=21, help="runs per configuration (default 21)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
         work = Path(tmp)
-        print("setting up a venv with triton 3.9.0 and its migrated, signed copy ...", file=sys.stderr)
-        python, site, pub = setup(work)
+        print("setting up a plain venv with triton 3.9.0 and a hooked one with its signed copy ...", file=sys.stderr)
+        pythons, pub = setup(work)
         trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(pub), "TRITON_BACKEND_POLICY": "strict"}
+        runtime = [ROOT / "runtime"]
         configs = {
-            "unmodified": _env(work, [site]),  # the .pth finds no runtime: plain Triton
-            "warm": _env(work, [site, ROOT / "runtime"], **trusted),
-            "cold": _env(work, [site, ROOT / "runtime"], TRITON_BACKEND_REHASH="1", **trusted),
+            "unmodified": (pythons["plain"], _env(work, [work / "empty"])),
+            "warm": (pythons["hooked"], _env(work, runtime, **trusted)),
+            "cold": (pythons["hooked"], _env(work, runtime, TRITON_BACKEND_REHASH="1", **trusted)),
         }
-        check = "import triton.backends as b; from triton_backend_runtime import registry as r;" \
-                "assert r.get().used_by_triton and {e.trust for e in r.get().entries} == {'verified'}, r.get().report()"
-        wall(python, configs["warm"], check)  # fills the cache; proves every backend verified
+        check = (
+            "import triton.backends as b; from triton_backend_runtime import registry as r; g = r.get(); "
+            "files = sum(len(v.files) for v in g.verdicts.values()); assert g.used_by_triton and g.core is None "
+            "and {e.trust for e in g.entries} == {'verified'}, g.report(); "
+            "print(files, {v.coverage for v in g.verdicts.values()})"
+        )
+        python, env = configs["warm"]
+        print("hooked: every backend and the core verified; files the verdict depends on, coverage:",
+              subprocess.run([str(python), "-c", check], env=env, capture_output=True, text=True,
+                             check=True).stdout.strip())
+        plain = subprocess.run([str(pythons["plain"]), "-c", "import triton, sys; print('triton_backend_runtime' "
+                                "in sys.modules)"], env=configs["unmodified"][1], capture_output=True, text=True)
+        assert plain.stdout.strip() == "False" and not plain.stderr, plain.stderr
         times: dict[str, list[float]] = {k: [] for k in configs}
+        for python, env in configs.values():  # warm-up: page cache, bytecode
+            wall(python, env)
         for _ in range(args.n):
-            for name, env in configs.items():
+            for name, (python, env) in configs.items():
                 times[name].append(wall(python, env))
         med = {k: statistics.median(v) for k, v in times.items()}
         for name in configs:
-            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs")
+            spread = f"(min {min(times[name]) * 1e3:.1f}, max {max(times[name]) * 1e3:.1f})"
+            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs {spread}")
         print(f"ratio warm registry / unmodified import triton: {med['warm'] / med['unmodified']:.3f} (target <= 1.05)")
         print(f"ratio cold (rehash) / warm:                      {med['cold'] / med['warm']:.2f}")
 
         disc = {}
         for which in ("ours", "entry_points"):
             code = DISCOVERY
-            out = subprocess.run([str(python), "-c", code, which], env=configs["warm"], capture_output=True,
+            python, env = configs["warm"]
+            out = subprocess.run([str(python), "-c", code, which], env=env, capture_output=True,
                                  text=True, check=True).stdout.split()
             disc[which] = (float(out[0]), float(out[1]), int(out[2]))
         ours, theirs = disc["ours"], disc["entry_points"]
@@ -126,7 +156,8 @@ def main() -> None:
         print(f"discovery first call incl. imports: ours {ours[0] * 1e3:.2f} ms, entry_points {theirs[0] * 1e3:.2f} "
               f"ms, ratio {ours[0] / theirs[0]:.2f}")
 
-        done = subprocess.run([str(python), "-X", "importtime", "-c", "import triton"], env=configs["warm"],
+        python, env = configs["warm"]
+        done = subprocess.run([str(python), "-X", "importtime", "-c", "import triton"], env=env,
                               capture_output=True, text=True)
         rows = [line.split("|") for line in done.stderr.splitlines() if "triton_backend_runtime" in line]
         own = sum(int(r[0].split(":")[1]) for r in rows)

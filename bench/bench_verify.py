@@ -1,0 +1,170 @@
+"""Cold verification of the real triton 3.9.0 (every file of the wheel listed, ~600 files,
+~1 GB) against a parallel sha256 of the same files, measured in the same run.
+
+Setup: the wheel migrated and signed by `backend-packager migrate`, installed with
+`pip install --target`, the key trusted. Then, alternating, each in a fresh process, files
+in the page cache (the first round of each is a warm-up):
+
+* ours: `registry.verify(rehash=True)` (TRITON_BACKEND_REHASH: every artifact hashed, the
+  signature checked, the manifest parsed, unlisted code searched, bytecode checked), timed
+  inside the process from the call, the runtime's lazy imports included;
+* reference: sha256 of the same files (the manifest's artifact list, installed paths) with
+  the same thread count (`installed.hash_workers()`), biggest first, 1 MiB reads.
+
+Prints the median of each and the ratio (target <= 1.2), the single-thread sha256 and the
+largest file alone (the floor for any thread count), and where our time goes: each step of
+`verify._verify` timed by wrapping it (``--phases``, on by default).
+
+Run: ``python bench/bench_verify.py [-n RUNS]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _wheels import fetch_wheel  # noqa: E402
+
+OURS = """
+import json, sys, time
+t0 = time.perf_counter()
+from triton_backend_runtime import registry
+from triton_backend_runtime.installed import hash_workers
+reg = registry.get()
+reg.verify(rehash=True)
+elapsed = time.perf_counter() - t0
+status = sorted({v.status for v in reg.verdicts.values()})
+print(json.dumps({"seconds": elapsed, "hashed": reg.hashed_bytes, "workers": hash_workers(), "status": status}))
+"""
+
+REFERENCE = """
+import base64, hashlib, json, os, sys, time
+from concurrent.futures import ThreadPoolExecutor
+site, workers = sys.argv[1], int(sys.argv[2])
+envelope = json.load(open(os.path.join(site, "triton-3.9.0.dist-info", "triton_backend.dsse.json")))
+artifacts = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["artifacts"]
+files = sorted(((os.path.join(site, a["path"]), a["size"]) for a in artifacts), key=lambda f: -f[1])
+
+def sha256(item):
+    digest = hashlib.sha256()
+    with open(item[0], "rb", buffering=0) as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+t0 = time.perf_counter()
+if workers > 1:
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(sha256, files))
+else:
+    [sha256(f) for f in files]
+elapsed = time.perf_counter() - t0
+t1 = time.perf_counter()
+sha256(files[0])
+largest = time.perf_counter() - t1
+print(json.dumps({"seconds": elapsed, "files": len(files), "bytes": sum(s for _, s in files), "largest": largest,
+                  "largest_name": os.path.relpath(files[0][0], site)}))
+"""
+
+# Each step of verify._verify, timed by replacing the module global it is called through.
+PHASES = """
+import json, time
+from triton_backend_runtime import installed, registry, verify
+times = {}
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            times[label] = times.get(label, 0.0) + time.perf_counter() - t
+    setattr(owner, name, wrapper)
+for name in ("read_bounded", "_check_signature", "manifest_from_statement", "_locate", "_claims",
+             "_check_delegation", "_check_identity", "_check_environment", "_check_artifacts",
+             "_check_unlisted", "_check_bytecode", "_check_symbols"):
+    if hasattr(verify, name):
+        timed(verify, name, name)
+timed(installed.HashCache, "fill", "  of which HashCache.fill (sha256)")
+timed(verify, "verify_distribution", "verify_distribution (all)")
+t0 = time.perf_counter()
+registry.get().verify(rehash=True)
+times["registry.verify (all, imports included)"] = time.perf_counter() - t0
+print(json.dumps(times))
+"""
+
+
+def setup(work: Path) -> tuple[Path, Path]:
+    wheel = fetch_wheel("triton==3.9.0")
+    key = work / "bench.pem"
+    packager = [sys.executable, "-m", "backend_packager"]
+    subprocess.run([*packager, "keygen", "-o", str(key)], check=True, capture_output=True)
+    subprocess.run([*packager, "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
+                   check=True, capture_output=True)
+    site = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                    "--no-index", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
+    return site, key.with_suffix(".pub")
+
+
+def run_json(code: str, env: dict[str, str], *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=9, help="runs of each (default 9), after one warm-up")
+    parser.add_argument("--no-phases", action="store_true", help="skip the per-step breakdown")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
+        work = Path(tmp)
+        print("migrating and installing the signed triton 3.9.0 ...", file=sys.stderr)
+        site, pub = setup(work)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
+        env.update(PYTHONPATH=os.pathsep.join([str(site), str(ROOT / "runtime")]),
+                   TRITON_BACKEND_TRUSTED_KEYS=str(pub), TRITON_BACKEND_CACHE_DIR=str(work / "cache"),
+                   XDG_CONFIG_HOME=str(work / "config"))
+        first = run_json(OURS, env)  # warm-up: page cache, bytecode of the runtime
+        if first["status"] != ["verified"]:
+            raise SystemExit(f"triton did not verify: {first}")
+        workers = first["workers"]
+        run_json(REFERENCE, env, str(site), str(workers))
+        ours, ref, ref1 = [], [], []
+        largest = []
+        for _ in range(args.n):
+            ours.append(run_json(OURS, env)["seconds"])
+            r = run_json(REFERENCE, env, str(site), str(workers))
+            ref.append(r["seconds"])
+            largest.append(r["largest"])
+            ref1.append(run_json(REFERENCE, env, str(site), "1")["seconds"])
+        t_ours, t_ref, t_ref1 = statistics.median(ours), statistics.median(ref), statistics.median(ref1)
+        print(f"triton 3.9.0 signed, coverage all: {r['files']} files, {r['bytes'] / 1e9:.2f} GB; "
+              f"{workers} hash threads (installed.hash_workers()); {os.cpu_count()} CPUs; median of {args.n}")
+        print(f"cold verification (REHASH)            {t_ours:6.2f} s   (min {min(ours):.2f}, max {max(ours):.2f})")
+        print(f"parallel sha256, {workers} threads (reference)  {t_ref:6.2f} s   "
+              f"(min {min(ref):.2f}, max {max(ref):.2f})")
+        print(f"ratio cold verification / parallel sha256: {t_ours / t_ref:.2f} (target <= 1.2)")
+        print(f"sha256, 1 thread                      {t_ref1:6.2f} s;  largest file alone "
+              f"({r['largest_name']}) {statistics.median(largest):.2f} s")
+        if not args.no_phases:
+            samples = [run_json(PHASES, env) for _ in range(3)]
+            print("where the cold verification's time goes (median of 3, steps of verify._verify):")
+            for label in samples[0]:
+                value = statistics.median(s.get(label, 0.0) for s in samples)
+                print(f"   {value * 1e3:8.1f} ms  {label}")
+
+
+if __name__ == "__main__":
+    main()
