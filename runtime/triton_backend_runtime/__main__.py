@@ -136,10 +136,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
     path = pth_path(args.site)
     if args.action == "install":
-        temp = f"{path}.tmp"
-        with open(temp, "w", encoding="utf-8") as stream:
-            stream.write(PTH_LINE)
-        os.replace(temp, path)
+        from .atomicfile import write_atomic
+
+        write_atomic(path, PTH_LINE.encode("utf-8"))
         print(f"installed {path}: import triton now goes through the backend registry")
     elif args.action == "uninstall":
         if os.path.exists(path):

@@ -383,38 +383,10 @@ def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, 
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once; the temporary file never outlives a failure."""
-    import tempfile
+    """Replace a trust file at once (trust files are public: 0644 unless it exists)."""
+    from .atomicfile import write_atomic as write
 
-    directory = os.path.dirname(path) or "."
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644  # trust files are public: every user of the environment reads them
-    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            os.fchmod(stream.fileno(), mode)
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable; not every file system lets a directory be opened
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    write(path, data)
 
 
 def _set_line(path: str, matches: Callable[[str], bool], line: str) -> list[str]:

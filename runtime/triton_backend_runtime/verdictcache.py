@@ -17,8 +17,8 @@ inode, size, mtime_ns, ctime_ns) it had. Those are every artifact the manifest l
 and every directory walked for unlisted code. Entries are decoded into the typed
 :class:`.verdict.Verdict`; an entry of the wrong shape is a miss, never a dropped backend.
 ``TRITON_BACKEND_REHASH=1`` ignores what is cached and writes what it finds.
-Writes go to a temporary file (named with the writer's pid) renamed into place; a later
-write removes temporaries whose writer is gone (killed before its rename).
+Writes go through :mod:`.atomicfile` (a temporary renamed into place; one left by a killed
+writer is removed by the next).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 
 from . import jsonlimits, schema
+from .atomicfile import write_atomic
 from .errors import CacheError, ManifestError
 from .verdict import Verdict
 
@@ -39,7 +40,6 @@ REHASH_ENV = "TRITON_BACKEND_REHASH"
 _FORMAT = 2
 #: A cache this big was not written by this package (700 files of triton take ~200 KB).
 MAX_CACHE_BYTES = 64 * 1024 * 1024
-_TEMP_PREFIX = ".verify-"
 
 
 def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -203,8 +203,8 @@ class VerifyCache:
         directory = os.path.dirname(self.path)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            _remove_orphans(directory)
-            _atomic_write(self.path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
+            data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+            write_atomic(self.path, data, mode=0o600, durable=False)  # an optimisation: no fsync
             self.dirty = False
         except OSError:
             pass  # an optimisation only: the next import verifies again
@@ -221,43 +221,3 @@ def _identities(raw: dict[str, object]) -> list[tuple[str, list[object] | None]]
             raise ValueError("an identity is not [path, [dev, ino, size, mtime, ctime] | null]")
         out.append((item[0], item[1]))
     return out
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    """Write to ``.verify-<pid>-*.tmp`` beside ``path``, then rename over it (mode 0600)."""
-    import tempfile
-
-    fd, temp = tempfile.mkstemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=".tmp", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
-def _remove_orphans(directory: str) -> None:
-    """Temporaries of writers that died before renaming (``kill -9``): ours, so ours to remove."""
-    for name in os.listdir(directory):
-        if not (name.startswith(_TEMP_PREFIX) and name.endswith(".tmp")):
-            continue
-        pid = name[len(_TEMP_PREFIX):].split("-", 1)[0]
-        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
-            try:
-                os.unlink(os.path.join(directory, name))
-            except OSError:
-                pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
