@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 
 PTH_NAME = "triton_backend_runtime-hook.pth"
 # One line (site runs .pth lines that start with "import"). When the runtime is gone but the
-# .pth stayed, it says so once on stderr: strict would otherwise be silently unenforced.
+# .pth stayed, it says so once on stderr (site may process a venv's site-packages twice):
+# strict would otherwise be silently unenforced.
 PTH_LINE = (
     "import sys; exec('try:\\n import triton_backend_runtime.autohook as h\\n h.install()\\n"
-    "except ImportError as e:\\n sys.stderr.write(\"triton-backend-runtime: %s is installed but the runtime cannot be "
+    "except ImportError as e:\\n if not hasattr(sys, \"_triton_backend_hook_said\"):\\n"
+    "  sys._triton_backend_hook_said = 1\\n"
+    "  sys.stderr.write(\"triton-backend-runtime: %s is installed but the runtime cannot be "
     "imported (%s): backends are not verified; reinstall triton-backend-runtime or delete the .pth file\\\\n\" "
     "% (\"triton_backend_runtime-hook.pth\", e))\\nexcept Exception:\\n pass')\n"
 )

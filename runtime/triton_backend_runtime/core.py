@@ -55,7 +55,8 @@ def core_reason(registry: Any, init_path: str) -> Reason | None:
     candidates = [d for d in (registry.discovery.distributions if registry.discovery else []) if d.manifest]
     for dist in candidates:
         verdict = registry.verdicts.get(dist.dist_info)
-        if verdict is not None and _same(dist.root, root) and _holds(verdict.files, init_path):
+        owns = verdict is not None and (_holds(verdict.files, init_path) or _recorded(dist.dist_info))
+        if verdict is not None and owns and _same(dist.root, root):
             if verdict.status == VERIFIED:
                 return None
             return verdict.problem or reason_of(PolicyError(
@@ -77,6 +78,15 @@ def _same(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _recorded(dist_info: str) -> bool:
+    """Whether the installer's RECORD lists triton/__init__.py: how the core's distribution is
+    found when verification stopped before listing its files (a bad signature, say)."""
+    from .discovery import read_small_text
+
+    text = read_small_text(os.path.join(dist_info, "RECORD")) or ""
+    return any(line.startswith("triton/__init__.py,") for line in text.splitlines())
 
 
 def _holds(files: list[str], path: str) -> bool:

@@ -128,14 +128,34 @@ def _inspect(dist_info: str, name: str, version: str, root: str, order: int) -> 
     )
 
 
+#: entry_points.txt and METADATA headers bigger than this are not a distribution's own.
+MAX_METADATA_BYTES = 4 * 1024 * 1024
+_NONBLOCKING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_small_text(path: str, limit: int = MAX_METADATA_BYTES) -> str | None:
+    """A regular file's text, at most ``limit`` bytes; None for anything else. Never blocks:
+    a FIFO where a METADATA should be must not hang ``import triton``."""
+    import stat
+
+    try:
+        fd = os.open(path, _NONBLOCKING)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _backend_entry_points(path: str) -> dict[str, str]:
     """The ``triton.backends`` section of an entry_points.txt, in file order."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except (OSError, UnicodeDecodeError):
-        return {}
-    if BACKENDS_GROUP not in text:
+    text = read_small_text(path)
+    if text is None or BACKENDS_GROUP not in text:
         return {}
     return parse_entry_points(text).get(BACKENDS_GROUP, {})
 
@@ -171,18 +191,17 @@ def _metadata_name_version(dist_info: str) -> tuple[str, str]:
     """Name and Version from the METADATA (or PKG-INFO) headers; empty when unreadable."""
     name = version = ""
     for file in ("METADATA", "PKG-INFO"):
-        try:
-            with open(os.path.join(dist_info, file), encoding="utf-8") as stream:
-                for line in stream:
-                    if not line.strip():
-                        break
-                    if line.startswith("Name:"):
-                        name = line[5:].strip()
-                    elif line.startswith("Version:"):
-                        version = line[8:].strip()
-            return name, version
-        except (OSError, UnicodeDecodeError):
+        text = read_small_text(os.path.join(dist_info, file))
+        if text is None:
             continue
+        for line in text.splitlines():
+            if not line.strip():
+                break
+            if line.startswith("Name:"):
+                name = line[5:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+        return name, version
     return name, version
 
 
