@@ -18,6 +18,7 @@ import py_compile
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import types
 import warnings
@@ -147,6 +148,48 @@ def test_baseline_plugin_with_its_symbols_verifies(env: TrustEnv, site: Path, el
     verdict = env.verify(dist, env.context("3.9.0", str(fake_libtriton(tmp_path, True))))
     assert (verdict.status, verdict.problem) == ("verified", None)
     assert [p.path for p in verdict.plugins] == ["demo_backend/lib/libdemo_plugin.so"]
+
+
+BYTECODE_PROBE = """
+import json, sys
+import triton_backend_runtime.autohook as hook
+hook.install()
+from triton_backend_runtime import registry
+registry.get().verify()
+import demo_backend.compiler as compiler
+print(json.dumps({"ran": getattr(compiler, "RAN", "verified source"), "guarded": sorted(hook._guarded)}))
+"""
+
+
+@pytest.mark.parametrize("stage", ["cold", "warm"])
+def test_a_pyc_beside_a_verified_source_never_runs(env: TrustEnv, site: Path, stage: str) -> None:
+    """Bytecode is not used: with the hook, a verified module runs its verified source's code
+    (from the runtime's own store on a warm start), never the pyc Python would take."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    source = dist.file("demo_backend/compiler.py")
+    _pyc(source, compile(source.read_text() + "\nRAN = 'tampered pyc'\n", str(source), "exec"))
+    run_env = {**os.environ, "PYTHONPATH": str(site),
+               "TRITON_BACKEND_POLICY": "strict"}
+    runs = 2 if stage == "warm" else 1
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", BYTECODE_PROBE], env=run_env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result == {"ran": "verified source", "guarded": ["demo_backend"]}
+    assert list((env.cache / "bytecode").glob("*.pyc")), "the verified code was not stored"
+
+
+def test_a_source_changed_after_verification_is_not_imported(env: TrustEnv, site: Path) -> None:
+    dist = write_dist(site)
+    dist.sign(env.key)
+    code = BYTECODE_PROBE.replace("registry.get().verify()\n", "registry.get().verify()\n"
+                                  f"open({str(dist.file('demo_backend/compiler.py'))!r}, 'a').write('#')\n")
+    run_env = {**os.environ, "PYTHONPATH": str(site),
+               "TRITON_BACKEND_POLICY": "strict"}
+    done = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "SourceChanged" in done.stderr and "changed since it was verified" in done.stderr
 
 
 def test_baseline_honest_bytecode_verifies(env: TrustEnv, site: Path) -> None:
@@ -623,13 +666,6 @@ def _pyc(source: Path, code: Any) -> str:
     os.makedirs(os.path.dirname(pyc), exist_ok=True)
     Path(pyc).write_bytes(header + marshal.dumps(code))
     return pyc
-
-
-@case("verify.bytecode", "pyc-that-python-would-run-instead")
-def _(t: Tree) -> Outcome:
-    t.dist.sign(t.env.key)
-    source = t.dist.file("demo_backend/compiler.py")
-    return _pyc(source, compile("print('not the verified source')\n", str(source), "exec")), None
 
 
 @case("verify.walk-limit", "package-bigger-than-the-walk-budget")

@@ -41,6 +41,10 @@ CORE_MODULE = "triton"
 
 _callbacks: dict[str, list[Callable[[Any], None]]] = {}
 _state = {"patch": False, "core": False}
+#: Verified sources (installed path -> identity when verified) and their top-level packages:
+#: modules found there run the verified source's code, never a __pycache__ pyc (.bytecode).
+_sources: dict[str, list[object]] = {}
+_guarded: set[str] = set()
 
 
 class _Finder:
@@ -48,7 +52,7 @@ class _Finder:
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         watched = (_state["patch"] and fullname == PATCHED_MODULE) or (_state["core"] and fullname == CORE_MODULE)
-        if fullname not in _callbacks and not watched:
+        if fullname not in _callbacks and not watched and fullname.partition(".")[0] not in _guarded:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -73,24 +77,57 @@ class _Loader:
         return self.inner.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
+        spec = getattr(module, "__spec__", None)
         if _state["core"] and self.fullname == CORE_MODULE:
             from .core import check_core
 
-            check_core(getattr(module, "__spec__", None))  # raises ImportError under strict
-        code = None
-        if _state["patch"] and self.fullname == PATCHED_MODULE:
-            from .hook import patch_source
-
-            source = self.inner.get_source(self.fullname)
-            patched = patch_source(source) if source else None
-            if patched is not None:
-                code = compile(patched, module.__spec__.origin or "<triton.backends>", "exec", dont_inherit=True)
+            check_core(spec)  # raises ImportError under strict
+        origin = getattr(spec, "origin", None)
+        verified = _sources.get(origin) if isinstance(origin, str) else None
+        code = self._patched(module, origin, verified) if self.fullname == PATCHED_MODULE else None
+        if code is None and verified is not None:
+            code = _verified_code(origin, verified)  # type: ignore[arg-type]
         if code is None:
             self.inner.exec_module(module)
         else:
             exec(code, module.__dict__)
         for callback in _callbacks.pop(self.fullname, []):
             callback(module)
+
+    def _patched(self, module: Any, origin: str | None, verified: list[object] | None) -> Any:
+        if not _state["patch"]:
+            return None
+        from .hook import patch_source
+
+        if verified is not None and origin is not None:
+            _verified_code(origin, verified)  # the identity check: the source is still the verified one
+        source = self.inner.get_source(self.fullname)
+        patched = patch_source(source) if source else None
+        if patched is None:
+            return None
+        return compile(patched, origin or "<triton.backends>", "exec", dont_inherit=True)
+
+
+def _verified_code(origin: str, verified: list[object]) -> Any:
+    """The verified source's code; a source changed since it was verified is refused under
+    strict and, under warn, imported as Python would with a warning."""
+    from .bytecode import SourceChanged, code_for
+
+    try:
+        return code_for(origin, verified)
+    except SourceChanged as exc:
+        from . import registry
+
+        if registry.get().policy == "strict":
+            raise
+        registry.emit(str(exc))
+        return None
+
+
+def guard(sources: dict[str, list[object]], tops: set[str]) -> None:
+    """Run these verified sources' code, not their pycs (see :mod:`.bytecode`)."""
+    _sources.update(sources)
+    _guarded.update(tops)
 
 
 _FINDER = _Finder()

@@ -34,7 +34,7 @@ from .discovery import Candidate, Discovery, Distribution, discover
 from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
 from .verdict import Reason, Verdict, reason_of
 from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
-from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, State, Trust
+from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, VERIFIED, State, Trust
 
 Loader = Callable[[str, str], Any]
 
@@ -181,6 +181,7 @@ class Registry:
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()
         self.notes += [reason_of(n) for n in cache.notes]
+        _guard_sources(with_manifest, verdicts, cache)
         return verdicts
 
     def _context(self, triton: Distribution | None, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
@@ -340,6 +341,24 @@ class Registry:
     def healthy(self) -> bool:
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
         return not self.problems and all(i.state not in BAD_STATES for i in items)
+
+
+def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache) -> None:
+    """Tell the import hook which sources were verified, as they were: their modules then
+    run the verified source's code, never a pyc from ``__pycache__`` (:mod:`.bytecode`)."""
+    from .autohook import guard
+
+    sources: dict[str, list[object]] = {}
+    tops: set[str] = set()
+    for dist in dists:
+        if verdicts[dist.dist_info].status != VERIFIED:
+            continue
+        for path, ident in cache.identities(dist.dist_info):
+            if ident is not None and path.endswith(".py") and path.startswith(dist.root + os.sep):
+                sources[path] = ident
+                top = path[len(dist.root) + 1:].split(os.sep, 1)[0]
+                tops.add(top[:-3] if top.endswith(".py") else top)
+    guard(sources, tops)
 
 
 def emit(message: str) -> None:

@@ -188,6 +188,11 @@ class VerifyCache:
                 return None
         return entry.verdict
 
+    def identities(self, dist_info: str) -> list[tuple[str, list[object] | None]]:
+        """The identities a stored or looked-up verdict depends on (the files as verified)."""
+        entry = self.verdicts.get(dist_info)
+        return entry.identities if entry else []
+
     def store(self, dist_info: str, context: str, verdict: Verdict) -> None:
         identities = [(p, stat_identity(p)) for p in dict.fromkeys(verdict.files)]
         self.verdicts[dist_info] = _Entry(context, verdict, identities)

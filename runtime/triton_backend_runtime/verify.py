@@ -18,7 +18,8 @@ In order, each step stopping at the first problem (a :class:`VerifyError`,
    file (schema 1.1 ``coverage: all``), no ``.py``, extension module, shared library or
    sourceless ``.pyc`` anywhere in the distribution's import packages (symlinked
    directories followed); with a 1.0 manifest (native files only), no unlisted shared
-   library in the backend packages;
+   library in the backend packages. ``__pycache__`` is not checked: a verified source's
+   pyc is never used (:mod:`.bytecode`);
 7. every symbol a plugin (or a library linked against ``libtriton.so``) imports without a
    version, and no sibling artifact provides, is exported by the installed ``libtriton.so``.
 
@@ -113,8 +114,6 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)
     _check_unlisted(manifest, dist, located, verdict)
-    if manifest.coverage == m.COVERAGE_ALL:
-        _check_bytecode(manifest, located, verdict)
     _check_symbols(manifest, located, ctx)
 
 
@@ -293,7 +292,7 @@ def _check_artifacts(manifest: m.Manifest, located: dict[str, str], confine: Con
 
 def _is_code(directory: str, name: str) -> bool:
     """A file the import system or the loader could run; ``__pycache__`` bytecode is Python's
-    cache of a source beside it (see the README on bytecode), not a module of its own."""
+    cache of a source beside it, never run in place of a verified one (:mod:`.bytecode`)."""
     if os.path.basename(directory) == "__pycache__":
         return False
     return name.endswith(_CODE_SUFFIXES) or is_shared_library(name)
@@ -319,56 +318,6 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         unlisted = sorted(set(unlisted))
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
         raise VerifyError("unlisted", unlisted[0], f"code the signed manifest does not list{more}")
-
-
-def _check_bytecode(manifest: m.Manifest, located: dict[str, str], verdict: Verdict) -> None:
-    """Bytecode Python would run in place of a verified ``.py`` is checked, not trusted.
-
-    The import system runs ``__pycache__/<name>.<tag>[.opt-N].pyc`` instead of the source
-    when its header matches the source's mtime and size (or it is hash-based), so a pyc
-    is as much code as the source. Each one that exists must hold the code the verified
-    source compiles to (code objects compared; marshal's bytes are not reproducible). The
-    pyc paths, existing or not, are dependencies: one written later is checked next time.
-    """
-    import importlib.util
-    import marshal
-
-    for artifact in manifest.artifacts:
-        source = located.get(artifact.path)
-        if source is None or not source.endswith(".py"):
-            continue
-        code = None
-        for level in ("", 1, 2):
-            pyc = importlib.util.cache_from_source(source, optimization=level)
-            verdict.files.append(pyc)
-            data = _pyc_bytes(pyc, source, artifact.size)
-            if data is None:
-                continue
-            if code is None:
-                code = compile(read_bounded(source, artifact.size), source, "exec", dont_inherit=True)
-            if marshal.loads(data[16:]) != code:
-                raise VerifyError("bytecode", pyc, f"would run in place of the verified {os.path.basename(source)}, "
-                                  "and its code is not what that source compiles to")
-
-
-def _pyc_bytes(pyc: str, source: str, source_size: int) -> bytes | None:
-    """A pyc the import system would use for ``source``, or None (PEP 552 header rules)."""
-    import importlib.util
-
-    try:
-        data = read_bounded(pyc, 64 * 1024 * 1024)
-    except VerifyError as exc:
-        if exc.code == "verify.missing":
-            return None
-        raise
-    if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER:
-        return None  # another interpreter's, or not bytecode: Python recompiles the source
-    if int.from_bytes(data[4:8], "little") & 1 == 0:  # timestamp-based: used only when both match
-        mtime = int(os.stat(source).st_mtime) & 0xFFFFFFFF
-        header = (int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little"))
-        if header != (mtime, source_size & 0xFFFFFFFF):
-            return None
-    return data
 
 
 def _import_packages(located: dict[str, str], root: str) -> set[str]:
