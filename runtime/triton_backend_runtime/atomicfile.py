@@ -9,7 +9,6 @@ outlives a failure that Python sees. One left by a writer killed before its rena
 from __future__ import annotations
 
 import os
-import tempfile
 
 
 def write_atomic(path: str, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
@@ -21,6 +20,8 @@ def write_atomic(path: str, data: bytes, *, mode: int | None = None, durable: bo
             mode = os.stat(path).st_mode & 0o777
         except FileNotFoundError:
             mode = 0o644
+    import tempfile  # ~5 ms of imports (random, shutil): only when something is written
+
     remove_orphans(directory, os.path.basename(path))
     fd, temp = tempfile.mkstemp(prefix=f"{_prefix(os.path.basename(path))}{os.getpid()}-", suffix=".tmp",
                                 dir=directory)

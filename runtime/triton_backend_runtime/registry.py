@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import policy as pol
-from .conflicts import Claim, resolve
 from .discovery import Candidate, Discovery, Distribution, discover
 from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
 from .verdict import Reason, Verdict, reason_of
@@ -266,6 +265,11 @@ class Registry:
         return admitted
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
+        if not (_repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets])
+                or _repeats([s for p in plugins for s in p.exports])):
+            return  # nothing can conflict: the common case skips the rule and its import
+        from .conflicts import resolve
+
         items: list[Entry | PluginEntry] = [*backends, *plugins]
         claims = [_claim(i, item) for i, item in enumerate(items)]
         for exclusion in resolve(claims[: len(backends)], claims[len(backends):]):
@@ -412,7 +416,13 @@ def _same_dir(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _claim(key: int, item: Entry | PluginEntry) -> Claim:
+def _repeats(items: list[str]) -> bool:
+    return len(set(items)) != len(items)
+
+
+def _claim(key: int, item: Entry | PluginEntry) -> Any:
+    from .conflicts import Claim
+
     dist = item.dist
     order = dist.order if dist else 1 << 30
     dist_key = dist.key if dist else ""

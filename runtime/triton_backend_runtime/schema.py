@@ -69,6 +69,8 @@ def _decode(tp: Any, value: Any, where: str, complete: bool = False) -> Any:
         if not isinstance(value, list):
             raise ManifestError("schema", where, f"expected an array, found {_type_name(value)}")
         (item,) = typing.get_args(tp)
+        if item is str and all(type(v) is str for v in value):
+            return list(value)  # the common case (names, paths), checked without a call per item
         return [_decode(item, v, f"{where}[{i}]", complete) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
