@@ -427,3 +427,32 @@ def test_cache_truncated(caches: CacheWorld, cut: int) -> None:
     data = caches.data[: cut % len(caches.data)]
     reg = check_cache(caches, data)
     assert [n.code for n in reg.notes] == ["cache.json"]  # no proper prefix of a JSON object is JSON
+
+
+# -- the depth guard agrees with the parser -------------------------------------------------
+
+_nested = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n', max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=30,
+)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(value=_nested, ascii_only=st.booleans())
+def test_nesting_depth_is_the_parsed_depth(value: Any, ascii_only: bool) -> None:
+    """Brackets and backslashes inside strings never count: the byte-level scan gives the
+    depth of what json.loads builds, for any document (escapes included)."""
+    from triton_backend_runtime.jsonlimits import nesting_depth
+
+    data = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8")
+    assert nesting_depth(data, stop=1000) == _depth(json.loads(data))
