@@ -54,6 +54,8 @@ bench: setup
 	$(BIN)/python bench/bench_scan.py
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_migrate.py
+	$(BIN)/python bench/bench_runtime.py
+	$(BIN)/python bench/bench_verify.py
 
 clean:
 	rm -rf $(VENV) build dist

@@ -6,7 +6,7 @@ Setup: the wheel migrated and signed by `backend-packager migrate`, installed wi
 in the page cache (the first round of each is a warm-up):
 
 * ours: `registry.verify(rehash=True)` (TRITON_BACKEND_REHASH: every artifact hashed, the
-  signature checked, the manifest parsed, unlisted code searched, bytecode checked), timed
+  signature checked, the manifest parsed, unlisted code searched), timed
   inside the process from the call, the runtime's lazy imports included;
 * reference: sha256 of the same files (the manifest's artifact list, installed paths) with
   the same thread count (`installed.hash_workers()`), biggest first, 1 MiB reads.
@@ -89,12 +89,14 @@ def timed(owner, name, label):
         finally:
             times[label] = times.get(label, 0.0) + time.perf_counter() - t
     setattr(owner, name, wrapper)
-for name in ("read_bounded", "_check_signature", "manifest_from_statement", "_locate", "_claims",
+for name in ("_hash_ahead", "read_bounded", "_check_signature", "_locate", "_claims",
              "_check_delegation", "_check_identity", "_check_environment", "_check_artifacts",
-             "_check_unlisted", "_check_bytecode", "_check_symbols"):
+             "_check_unlisted", "_check_symbols"):
     if hasattr(verify, name):
         timed(verify, name, name)
-timed(installed.HashCache, "fill", "  of which HashCache.fill (sha256)")
+for name in ("load", "manifest_of"):
+    timed(verify.statement, name, f"statement.{name}")
+timed(installed.HashCache, "digests", "  of which HashCache.digests (waiting for sha256 not done yet)")
 timed(verify, "verify_distribution", "verify_distribution (all)")
 t0 = time.perf_counter()
 registry.get().verify(rehash=True)

@@ -1320,3 +1320,40 @@ def test_a_huge_floor_does_not_break_import_triton_under_warn(env: TrustEnv, sit
     (env.trust / "min-versions").write_text("other-backend 1" + "0" * 5000 + "\n")
     with global_registry(site, "warn"):
         assert check_core(_core_spec(site / "triton" / "__init__.py")) is None
+
+
+def test_a_file_changed_between_its_check_and_its_hash(tmp_path: Path) -> None:
+    """The size is checked on the lstat, the hash read from the file as opened: a file
+    rewritten in between is refused, never hashed as if it were the file checked."""
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"a" * 4096)
+    checked = os.lstat(library)
+    library.unlink()
+    library.write_bytes(b"b" * 4096)  # same size, another file
+    hashes = HashCache()
+    with pytest.raises(runtime_verify.VerifyError) as err:
+        hashes.digests([(str(library), checked)], 2)
+    hashes.close()
+    assert err.value.code == "verify.changed" and err.value.path == str(library)
+
+
+def test_a_prefetch_is_only_a_hint(tmp_path: Path) -> None:
+    """Hashing ahead from RECORD's hints never decides anything: a wrong size, a file
+    replaced after the prefetch, or a FIFO named there, and the digest is still that of the
+    file as checked (or the check's own refusal)."""
+    import hashlib
+
+    data = b"x" * 5000
+    wrong, replaced = tmp_path / "wrong-size.py", tmp_path / "replaced.py"
+    wrong.write_bytes(data)
+    replaced.write_bytes(b"old" * 100)
+    os.mkfifo(tmp_path / "fifo.py")
+    hashes = HashCache()
+    hashes.prefetch([(str(wrong), 10), (str(replaced), 300), (str(tmp_path / "fifo.py"), 0)], 2)
+    hashes.settle()  # the prefetches ran (or failed) against the old state
+    replaced.unlink()
+    replaced.write_bytes(data)
+    hashes.prefetch([(str(wrong), 10), (str(replaced), 300)], 2)
+    got = hashes.digests([(str(wrong), os.lstat(wrong)), (str(replaced), os.lstat(replaced))], 2)
+    hashes.close()
+    assert got == {str(wrong): hashlib.sha256(data).hexdigest(), str(replaced): hashlib.sha256(data).hexdigest()}

@@ -11,9 +11,11 @@ A manifest names files by their path in the wheel. Before any of them is opened:
 * only a regular file is opened (``O_NOFOLLOW``, ``O_NONBLOCK``: a symlink, FIFO or device
   is refused without blocking), and no more bytes are read than the manifest declares.
 
-Hashes are cached on file identity (:func:`.cache.identity`) by :class:`HashCache`, and the
-files still to hash are hashed by a few threads (``hashlib`` releases the GIL), biggest
-first, so one large library does not start last and run alone.
+Hashes are cached on file identity (:func:`.verdictcache.identity`) by :class:`HashCache`;
+the files still to hash are hashed by a few threads (``hashlib`` releases the GIL), biggest
+first, so one large library does not start last and run alone. A vouched file is checked
+with ``lstat`` first and opened only by the thread that hashes it: no descriptor is held
+per file, whatever the number of files.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import Any
 
 from .errors import VerifyError
 from .verdictcache import identity
@@ -129,14 +131,29 @@ def sha256_fd(fd: int, size: int) -> str:
     return digest.hexdigest()
 
 
-@dataclass
-class Opened:
-    """A vouched file, open and checked for size, waiting for its hash."""
+def regular_stat(path: str) -> os.stat_result:
+    """``lstat`` of a vouched file, refused unless it is a regular file (no open, no fd held)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise VerifyError("missing", path, "listed in the manifest but not installed") from None
+    except OSError as exc:
+        raise VerifyError("read", path, f"cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise VerifyError("not-regular", path, "is a symlink; an installed file is a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise VerifyError("not-regular", path, "is not a regular file (a FIFO, device or directory)")
+    return st
 
-    path: str
-    fd: int
-    st: os.stat_result
-    sha256: str | None = None
+
+def hash_file(path: str, size: int) -> tuple[list[object], str]:
+    """The identity of the file as opened, and its sha256 if it is ``size`` bytes long (a
+    file of another size is not read at all: "" then)."""
+    fd, st = open_regular(path)
+    try:
+        return identity(st), sha256_fd(fd, size) if st.st_size == size else ""
+    finally:
+        os.close(fd)
 
 
 class HashCache:
@@ -145,12 +162,19 @@ class HashCache:
     A file rewritten in place changes mtime/ctime; a file replaced changes inode; either way
     the entry no longer matches and the file is hashed again. ``rehash`` ignores every entry.
     Entries come from a cache file, so each is checked for shape before it is believed.
+
+    Hashing runs on a few threads (``hashlib`` and reads release the GIL), biggest file
+    first. :meth:`prefetch` starts it as soon as the signed subject list is known, so the
+    hashes are computed while the manifest is decoded and checked; :meth:`digests` then
+    takes a prefetched digest only for a file whose identity is still the one checked.
     """
 
     def __init__(self, entries: dict[str, list[object]] | None = None, rehash: bool = False) -> None:
         self.entries: dict[str, list[object]] = dict(entries or {})
         self.rehash = rehash
         self.hashed_bytes = 0
+        self._pool: Any = None
+        self._ahead: dict[str, Any] = {}
 
     def cached(self, path: str, st: os.stat_result) -> str | None:
         entry = self.entries.get(path)
@@ -158,42 +182,80 @@ class HashCache:
             return None
         return entry[5] if isinstance(entry[5], str) else None
 
-    def remember(self, path: str, st: os.stat_result, digest: str) -> None:
-        self.entries[path] = [*identity(st), digest]
-        self.hashed_bytes += st.st_size
+    def remember(self, path: str, ident: list[object], digest: str) -> None:
+        self.entries[path] = [*ident, digest]
+        self.hashed_bytes += int(ident[2])  # type: ignore[call-overload]
 
     def sha256(self, path: str, st: os.stat_result) -> str:
-        """The digest of a file already known to be regular (tests, small callers)."""
-        known = self.cached(path, st)
-        if known is not None:
-            return known
-        fd, opened = open_regular(path)
-        try:
-            digest = sha256_fd(fd, opened.st_size)
-        finally:
-            os.close(fd)
-        self.remember(path, opened, digest)
-        return digest
+        """The digest of one file now (small callers)."""
+        return self.digests([(path, st)], 1)[path]
 
-    def fill(self, files: list[Opened], workers: int) -> None:
-        """Hash every file without a cached digest, ``workers`` at a time, biggest first."""
-        todo = []
-        for item in files:
-            item.sha256 = self.cached(item.path, item.st)
-            if item.sha256 is None:
-                todo.append(item)
-        todo.sort(key=lambda f: -f.st.st_size)
-        if workers <= 1 or len(todo) <= 1:
-            digests: Iterator[str] = (sha256_fd(f.fd, f.st.st_size) for f in todo)
-        else:
+    def prefetch(self, files: list[tuple[str, int]], workers: int) -> None:
+        """Start hashing these (path, expected size) in the background, biggest first: an
+        optimisation only. Nothing is checked here: the thread opens each file as a regular
+        file or not at all, and :meth:`digests` takes a result only for the file it checked."""
+        for path, size in sorted(dict(files).items(), key=lambda item: -item[1]):
+            if path not in self._ahead:
+                self._ahead[path] = self._submit(path, size, workers)
+
+    def _submit(self, path: str, size: int, workers: int) -> Any:
+        if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            pool = ThreadPoolExecutor(max_workers=workers)
-            digests = pool.map(lambda f: sha256_fd(f.fd, f.st.st_size), todo)
-            pool.shutdown(wait=False)
-        for item, digest in zip(todo, digests, strict=True):
-            item.sha256 = digest
-            self.remember(item.path, item.st, digest)
+            self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="triton-backend-hash")
+        return self._pool.submit(hash_file, path, size)
+
+    def digests(self, files: list[tuple[str, os.stat_result]], workers: int) -> dict[str, str]:
+        """sha256 of each (path, lstat) pair: from the cache, from a prefetch of the same file
+        as checked, or hashed now; at most ``st_size`` bytes are read from any file."""
+        out: dict[str, str] = {}
+        pending: dict[str, tuple[os.stat_result, Any]] = {}
+        for path, st in sorted(files, key=lambda item: -item[1].st_size):
+            known = self.cached(path, st)
+            if known is not None:
+                out[path] = known
+                continue
+            ahead = self._ahead.pop(path, None)
+            pending[path] = (st, ahead if ahead is not None else self._submit(path, st.st_size, workers))
+        for path, (st, future) in pending.items():
+            ident, digest = self._result(path, st, future, workers)
+            if ident != identity(st):
+                raise VerifyError("changed", path, "changed while it was being verified")
+            self.remember(path, ident, digest)
+            out[path] = digest
+        return out
+
+    def _result(self, path: str, st: os.stat_result, future: Any, workers: int) -> tuple[list[object], str]:
+        try:
+            ident, digest = future.result()
+        except VerifyError:
+            raise
+        except OSError as exc:
+            raise VerifyError("read", path, f"cannot read: {exc.strerror}") from None
+        if ident != identity(st) or not digest:  # a prefetch of another version of the file
+            ident, digest = self._submit(path, st.st_size, workers).result()
+        return ident, digest
+
+    def settle(self) -> None:
+        """Forget prefetches no check asked for (a distribution refused early): those not
+        started are cancelled; one already running finishes its file, and is kept."""
+        for path, future in self._ahead.items():
+            if future.cancel():
+                continue
+            try:
+                ident, digest = future.result()
+            except Exception:  # noqa: BLE001 - a prefetch is an optimisation: its failure is no verdict
+                continue
+            if digest:  # "" : the file was not the size RECORD said, so it was not read
+                self.remember(path, ident, digest)
+        self._ahead.clear()
+
+    def close(self) -> None:
+        """Stop: prefetches not started are cancelled, running ones finish their file."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._ahead.clear()
 
 
 def hash_workers() -> int:

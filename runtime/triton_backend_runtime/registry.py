@@ -176,6 +176,7 @@ class Registry:
                 cache.store(dist.dist_info, context, verdict)
             verdicts[dist.dist_info] = verdict
         if ctx is not None:
+            ctx.hashes.close()
             cache.hashes = ctx.hashes.entries
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()

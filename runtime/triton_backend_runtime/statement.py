@@ -32,14 +32,23 @@ def statement_bytes(manifest: m.Manifest) -> bytes:
 
 def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
     """Parse a (verified) statement; size cap, version check and subject check included."""
+    return manifest_of(load(body, where), where)
+
+
+def load(body: bytes, where: str) -> dict[str, Any]:
+    """The statement's JSON (bounded), checked to be an in-toto Statement v1."""
     doc = jsonlimits.loads(body, where, ManifestError, limit=m.MAX_MANIFEST_BYTES)
     if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
         raise ManifestError("statement", where, f"not an in-toto Statement v1 (_type must be {STATEMENT_TYPE})")
+    return doc
+
+
+def manifest_of(doc: dict[str, Any], where: str) -> m.Manifest:
+    """The manifest a loaded statement carries, its subjects checked against its artifacts."""
     kind = doc.get("predicateType")
     if not isinstance(kind, str) or not kind.startswith(m.SCHEMA_URI.rsplit(":", 1)[0]):
-        raise ManifestError("statement", where, f"predicateType {kind!r} is not a Triton backend manifest")
-    predicate = doc.get("predicate")
-    manifest = m.from_value(predicate, where)
+        raise ManifestError("statement", where, f"predicateType {str(kind)[:100]!r} is not a Triton backend manifest")
+    manifest = m.from_value(doc.get("predicate"), where)
     _check_subjects(doc.get("subject"), manifest, where)
     return manifest
 

@@ -38,7 +38,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from . import dsse, dynsym
+from . import dsse, dynsym, statement
 from . import manifest as m
 from .discovery import Distribution, canonical
 from .errors import SignatureError, TrustError, VerifyError
@@ -46,15 +46,13 @@ from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
     Confinement,
     HashCache,
-    Opened,
     check_package_name,
     installed_path,
-    open_regular,
     read_bounded,
+    regular_stat,
     walk_files,
 )
 from .layout import is_shared_library
-from .statement import manifest_from_statement
 from .trust import TrustStore, admit_signers, check_floor
 from .verdict import BackendClaim, PluginClaim, Reason, Verdict, reason_of
 from .vocab import REJECTED, UNVERIFIED, VERIFIED
@@ -94,15 +92,18 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
     except Exception as exc:  # hostile input: any failure is this distribution's reason, only
         verdict.status = REJECTED
         verdict.problem = Reason("verify.error", dist.manifest, f"cannot verify: {type(exc).__name__}: {exc}"[:500])
+    finally:
+        ctx.hashes.settle()
     return verdict
 
 
 def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     assert dist.manifest is not None
+    _hash_ahead(_recorded(dist.dist_info), dist.root, ctx)
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
     payload, keyids = _check_signature(data, dist.manifest, ctx.trust, verdict)
-    manifest = manifest_from_statement(payload, dist.manifest)
+    manifest = statement.manifest_of(statement.load(payload, dist.manifest), dist.manifest)
     verdict.coverage = manifest.coverage
     if manifest.coverage != m.COVERAGE_ALL:
         verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
@@ -115,6 +116,36 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_artifacts(manifest, located, confine, ctx)
     _check_unlisted(manifest, dist, located, verdict)
     _check_symbols(manifest, located, ctx)
+
+
+def _recorded(dist_info: str) -> list[tuple[str, int]]:
+    """(path, size) as the installer's RECORD lists them (PEP 376): a hint of what to hash,
+    read before the manifest so hashing starts at once; the manifest alone decides what is
+    checked. Quoted rows (a comma in a path) are left out: a hint need not be complete."""
+    from .discovery import read_small_text
+
+    rows = []
+    for line in (read_small_text(os.path.join(dist_info, "RECORD")) or "").splitlines():
+        path, _, size = (line.rsplit(",", 2) + ["", ""])[:3]
+        if path and not path.startswith('"') and size.isascii() and size.isdigit() and len(size) < 16:
+            rows.append((path, int(size)))
+    return rows
+
+
+def _hash_ahead(rows: list[tuple[str, int]], root: str, ctx: Context) -> None:
+    """Start hashing while the manifest is read, verified, decoded and checked: on a cold
+    start hashing is most of the time, and the rest then overlaps it. Only plain paths
+    inside the root are touched; every check is still made, in order, below."""
+    confine = Confinement(root)
+    ahead = []
+    for name, size in rows:
+        try:
+            path = installed_path(root, name)
+        except VerifyError:
+            continue
+        if path is not None and confine.inside(os.path.dirname(path)):
+            ahead.append((path, size))
+    ctx.hashes.prefetch(ahead, ctx.workers)
 
 
 def _join(*notes: str) -> str:
@@ -270,24 +301,20 @@ def _interpreter_tags() -> list[tuple[str, str, str]]:
 
 def _check_artifacts(manifest: m.Manifest, located: dict[str, str], confine: Confinement, ctx: Context) -> None:
     """Every vouched file: inside the root, regular, the signed size, then the signed sha256."""
-    opened: list[tuple[m.Artifact, Opened]] = []
-    try:
-        for artifact in manifest.artifacts:
-            path = located.get(artifact.path)
-            if path is None:
-                continue
-            confine.check(path)
-            fd, st = open_regular(path)
-            opened.append((artifact, Opened(path, fd, st)))
-            if st.st_size != artifact.size:
-                raise VerifyError("size", path, f"size {st.st_size}, the manifest says {artifact.size}")
-        ctx.hashes.fill([o for _, o in opened], ctx.workers)
-        for artifact, item in opened:
-            if item.sha256 != artifact.sha256:
-                raise VerifyError("sha256", item.path, "sha256 differs from the signed manifest (the file was changed)")
-    finally:
-        for _, item in opened:
-            os.close(item.fd)
+    checked: list[tuple[m.Artifact, str, os.stat_result]] = []
+    for artifact in manifest.artifacts:
+        path = located.get(artifact.path)
+        if path is None:
+            continue
+        confine.check(path)
+        st = regular_stat(path)
+        if st.st_size != artifact.size:
+            raise VerifyError("size", path, f"size {st.st_size}, the manifest says {artifact.size}")
+        checked.append((artifact, path, st))
+    digests = ctx.hashes.digests([(path, st) for _, path, st in checked], ctx.workers)
+    for artifact, path, _ in checked:
+        if digests[path] != artifact.sha256:
+            raise VerifyError("sha256", path, "sha256 differs from the signed manifest (the file was changed)")
 
 
 def _is_code(directory: str, name: str) -> bool:
