@@ -1357,3 +1357,20 @@ def test_a_prefetch_is_only_a_hint(tmp_path: Path) -> None:
     got = hashes.digests([(str(wrong), os.lstat(wrong)), (str(replaced), os.lstat(replaced))], 2)
     hashes.close()
     assert got == {str(wrong): hashlib.sha256(data).hexdigest(), str(replaced): hashlib.sha256(data).hexdigest()}
+
+
+def test_a_prefetch_skips_what_the_cache_knows(tmp_path: Path) -> None:
+    """One changed file costs hashing that file: hashing ahead leaves known files alone."""
+    files = [tmp_path / f"m{i}.py" for i in range(3)]
+    for file in files:
+        file.write_bytes(b"y" * 1000)
+    first = HashCache()
+    first.digests([(str(f), os.lstat(f)) for f in files], 2)
+    first.close()
+    files[0].write_bytes(b"z" * 1000)
+    again = HashCache(first.entries)
+    again.prefetch([(str(f), 1000) for f in files], 2)
+    again.digests([(str(f), os.lstat(f)) for f in files], 2)
+    again.settle()
+    again.close()
+    assert again.hashed_bytes == 1000

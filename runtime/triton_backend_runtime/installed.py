@@ -195,7 +195,10 @@ class HashCache:
         optimisation only. Nothing is checked here: the thread opens each file as a regular
         file or not at all, and :meth:`digests` takes a result only for the file it checked."""
         for path, size in sorted(dict(files).items(), key=lambda item: -item[1]):
-            if path not in self._ahead:
+            # A file with a cache entry is most likely unchanged: leave it to digests(), which
+            # stats it, rather than hash it ahead for nothing (one changed file must not cost
+            # hashing all of them).
+            if path not in self._ahead and (self.rehash or path not in self.entries):
                 self._ahead[path] = self._submit(path, size, workers)
 
     def _submit(self, path: str, size: int, workers: int) -> Any:
