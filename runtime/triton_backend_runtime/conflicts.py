@@ -14,6 +14,7 @@ and why; the registry only applies the answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .vocab import RANK
@@ -66,28 +67,25 @@ def _names(claims: list[Claim]) -> list[Exclusion]:
 
 
 def _targets(claims: list[Claim]) -> list[Exclusion]:
-    owner: dict[str, Claim] = {}
-    out = []
-    for claim in sorted(claims, key=Claim.rank):
-        taken = [t for t in claim.targets if t in owner]
-        if taken:
-            first = owner[taken[0]]
-            out.append(Exclusion(claim.key, "target", f"target {taken[0]!r} is already claimed by backend "
-                                 f"{first.name!r} of {first.label}, which wins ({_RULE})"))
-            continue
-        owner.update(dict.fromkeys(claim.targets, claim))
-    return out
+    return _first_wins(claims, "target", lambda c: c.targets, lambda taken, first: (
+        f"target {taken!r} is already claimed by backend {first.name!r} of {first.label}, which wins ({_RULE})"))
 
 
 def _symbols(claims: list[Claim]) -> list[Exclusion]:
+    return _first_wins(claims, "symbol", lambda c: c.exports, lambda taken, first: (
+        f"exports {taken!r}, already exported by plugin {first.name} of {first.label}, which wins"))
+
+
+def _first_wins(claims: list[Claim], code: str, keys: Callable[[Claim], tuple[str, ...]],
+                detail: Callable[[str, Claim], str]) -> list[Exclusion]:
+    """In rank order, a claim that takes no key already taken keeps all of its keys; one
+    that does is excluded, naming the first key and its owner."""
     owner: dict[str, Claim] = {}
     out = []
     for claim in sorted(claims, key=Claim.rank):
-        clash = [s for s in claim.exports if s in owner]
-        if clash:
-            first = owner[clash[0]]
-            out.append(Exclusion(claim.key, "symbol", f"exports {clash[0]!r}, already exported by plugin "
-                                 f"{first.name} of {first.label}, which wins"))
+        taken = [k for k in keys(claim) if k in owner]
+        if taken:
+            out.append(Exclusion(claim.key, code, detail(taken[0], owner[taken[0]])))
             continue
-        owner.update(dict.fromkeys(claim.exports, claim))
+        owner.update(dict.fromkeys(keys(claim), claim))
     return out
