@@ -38,12 +38,17 @@ def test_hook_unmodified_triton_legacy_under_warn_refused_under_strict(venv: Ven
     assert set(off["table"]) == {"amd", "nvidia"} and off["report"]["used_by_triton"] is False
 
 
-def test_uninstalled_hook_leaves_triton_alone(venv: Venv) -> None:
+def test_uninstalled_hook_leaves_triton_alone(venv: Venv, migrated: Path) -> None:
     assert venv.cli("hook", "uninstall").returncode == 0
     try:
         result = venv.probe()
         assert set(result["table"]) == {"amd", "nvidia"}
         assert result["report"]["used_by_triton"] is False
+        # strict asked for, everything verified, but import triton bypasses the registry: not OK
+        doctor = venv.cli("doctor", paths=(migrated,), TRITON_BACKEND_POLICY="strict",
+                          TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+        assert doctor.returncode == 1, doctor.stdout
+        assert "policy strict is not enforced" in doctor.stdout and "[verified, loaded" in doctor.stdout
     finally:
         assert venv.cli("hook", "install").returncode == 0
 
