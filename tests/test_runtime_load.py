@@ -192,6 +192,35 @@ def test_a_source_changed_after_verification_is_not_imported(env: TrustEnv, site
     assert "SourceChanged" in done.stderr and "changed since it was verified" in done.stderr
 
 
+def test_a_source_symlinked_after_verification_is_refused(env: TrustEnv, site: Path) -> None:
+    """Replaced by a symlink to the same bytes: the import is refused, naming the file."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    source = str(dist.file("demo_backend/compiler.py"))
+    edit = f"import os; os.replace({source!r}, {source + '.away'!r}); os.symlink({source + '.away'!r}, {source!r})\n"
+    code = BYTECODE_PROBE.replace("registry.get().verify()\n", "registry.get().verify()\n" + edit)
+    run_env = {**os.environ, "PYTHONPATH": str(site), "TRITON_BACKEND_POLICY": "strict"}
+    done = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("triton_backend_runtime.bytecode.SourceChanged: ") and source in last, done.stderr
+
+
+@pytest.mark.parametrize("reader", ["code_for", "verified_source"])
+def test_a_source_gone_between_finding_and_loading_is_an_import_error(tmp_path: Path, reader: str) -> None:
+    """Found, then deleted before it is loaded: an ImportError naming it, not an OSError."""
+    from triton_backend_runtime import bytecode
+    from triton_backend_runtime.verdictcache import identity
+
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    verified = identity(os.lstat(source))
+    source.unlink()
+    with pytest.raises(bytecode.SourceChanged) as err:
+        getattr(bytecode, reader)(str(source), verified)
+    assert isinstance(err.value, ImportError) and err.value.path == str(source)
+
+
 def test_baseline_honest_bytecode_verifies(env: TrustEnv, site: Path) -> None:
     dist = write_dist(site)
     dist.sign(env.key)

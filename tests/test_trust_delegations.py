@@ -257,6 +257,29 @@ def test_atomic_write_leaves_nothing_behind(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["min-versions", "scopes"] and os.listdir(blocker) == []
 
 
+def test_a_writer_killed_before_its_rename_leaves_nothing_for_long(tmp_path: Path) -> None:
+    """kill -9 between the temporary's write and the rename: the target is untouched, and
+    the next write removes that writer's temporary (its pid is gone); a live writer's stays."""
+    target = tmp_path / "min-versions"
+    write_atomic(str(target), b"triton 3.9\n")
+    child = (
+        "import os, signal, sys; sys.path.insert(0, sys.argv[2])\n"
+        "from triton_backend_runtime import atomicfile\n"
+        "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "atomicfile.write_atomic(sys.argv[1], b'half' * 1000)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(target), str(RUNTIME)], capture_output=True)
+    assert done.returncode == -9
+    leftover = [n for n in os.listdir(tmp_path) if n != "min-versions"]
+    assert len(leftover) == 1 and leftover[0].endswith(".tmp")  # the kill really left it
+    assert target.read_bytes() == b"triton 3.9\n"
+    live = tmp_path / f".min-versions.{os.getpid()}-live.tmp"  # a writer still running
+    live.write_bytes(b"")
+    write_atomic(str(target), b"triton 3.10\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(["min-versions", live.name])
+    assert target.read_bytes() == b"triton 3.10\n"
+
+
 # --- the trust command ----------------------------------------------------------------------
 
 

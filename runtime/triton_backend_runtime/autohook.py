@@ -100,8 +100,12 @@ class _Loader:
         from .hook import patch_source
 
         if verified is not None and origin is not None:
-            _verified_code(origin, verified)  # the identity check: the source is still the verified one
-        source = self.inner.get_source(self.fullname)
+            from .bytecode import verified_source
+
+            data = _verified(verified_source, origin, verified)  # the bytes that were verified
+            source = data.decode("utf-8") if data is not None else self.inner.get_source(self.fullname)
+        else:
+            source = self.inner.get_source(self.fullname)
         patched = patch_source(source) if source else None
         if patched is None:
             return None
@@ -109,16 +113,23 @@ class _Loader:
 
 
 def _verified_code(origin: str, verified: list[object]) -> Any:
-    """The verified source's code; a source changed since it was verified is refused under
-    strict and, under warn, imported as Python would with a warning."""
-    from .bytecode import SourceChanged, code_for
+    from .bytecode import code_for
+
+    return _verified(code_for, origin, verified)
+
+
+def _verified(read: Callable[[str, list[object]], Any], origin: str, verified: list[object]) -> Any:
+    """``read(origin, verified)``; a source changed since it was verified is refused under
+    strict and, under warn, imported as Python would (None) with a warning."""
+    from .bytecode import SourceChanged
 
     try:
-        return code_for(origin, verified)
+        return read(origin, verified)
     except SourceChanged as exc:
         from . import registry
+        from .vocab import STRICT
 
-        if registry.get().policy == "strict":
+        if registry.get().policy == STRICT:
             raise
         registry.emit(str(exc))
         return None

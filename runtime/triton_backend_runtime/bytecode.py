@@ -41,18 +41,32 @@ class SourceChanged(ImportError):
 
 def code_for(path: str, verified: list[object]) -> CodeType:
     """The code of the verified source at ``path`` (identity ``verified`` when it was checked)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.lstat(path)
+    except OSError:
+        raise SourceChanged(path) from None
+    if not stat.S_ISREG(st.st_mode) or identity(st) != verified:
+        raise SourceChanged(path)
+    stored = _stored_path(path)
+    code = _load(stored, verified) if stored else None
+    if code is None:
+        code = compile(verified_source(path, verified), path, "exec", dont_inherit=True)
+        if stored:
+            _save(stored, verified, code)
+    return code
+
+
+def verified_source(path: str, verified: list[object]) -> bytes:
+    """The bytes of the source, read from the very file whose identity was verified."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:  # gone, or replaced by a symlink, since it was verified
+        raise SourceChanged(path) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or identity(st) != verified:
             raise SourceChanged(path)
-        stored = _stored_path(path)
-        code = _load(stored, verified) if stored else None
-        if code is None:
-            code = compile(_read_all(fd, st.st_size), path, "exec", dont_inherit=True)
-            if stored:
-                _save(stored, verified, code)
-        return code
+        return _read_all(fd, st.st_size)
     finally:
         os.close(fd)
 

@@ -52,16 +52,19 @@ def check_core(spec: Any) -> Reason | None:
 def core_reason(registry: Any, init_path: str) -> Reason | None:
     """Why the core at ``init_path`` is not verified; None when it is."""
     root = os.path.dirname(os.path.dirname(init_path))
-    candidates = [d for d in (registry.discovery.distributions if registry.discovery else []) if d.manifest]
-    for dist in candidates:
-        verdict = registry.verdicts.get(dist.dist_info)
-        owns = verdict is not None and (_holds(verdict.files, init_path) or _recorded(dist.dist_info))
-        if verdict is not None and owns and _same(dist.root, root):
-            if verdict.status == VERIFIED:
-                return None
-            return verdict.problem or reason_of(PolicyError(
-                "not-verified", dist.manifest or dist.dist_info, f"{dist.label()} is {verdict.status}: {verdict.note}"
-            ))
+    here = [d for d in (registry.discovery.distributions if registry.discovery else [])
+            if d.manifest and d.dist_info in registry.verdicts and _same(d.root, root)]
+    # The verdict's own file list first (every import, no I/O); the installer's RECORD only
+    # when verification stopped before listing the files (a bad signature, say).
+    owner = next((d for d in here if _holds(registry.verdicts[d.dist_info].files, init_path)), None)
+    owner = owner or next((d for d in here if _recorded(d.dist_info)), None)
+    if owner is not None:
+        verdict = registry.verdicts[owner.dist_info]
+        if verdict.status == VERIFIED:
+            return None
+        return verdict.problem or reason_of(PolicyError(
+            "not-verified", owner.manifest or owner.dist_info, f"{owner.label()} is {verdict.status}: {verdict.note}"
+        ))
     triton = registry.discovery.triton if registry.discovery else None
     if triton is not None and triton.manifest and not _same(triton.root, root):
         return reason_of(VerifyError(

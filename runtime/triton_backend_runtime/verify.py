@@ -99,7 +99,8 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
 
 def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     assert dist.manifest is not None
-    _hash_ahead(_recorded(dist.dist_info), dist.root, ctx)
+    confine = Confinement(dist.root)
+    _hash_ahead(_recorded(dist.dist_info), dist.root, confine, ctx)
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
     payload, keyids = _check_signature(data, dist.manifest, ctx.trust, verdict)
@@ -107,7 +108,6 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     verdict.coverage = manifest.coverage
     if manifest.coverage != m.COVERAGE_ALL:
         verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
-    confine = Confinement(dist.root)
     located = _locate(manifest, dist, verdict)
     _claims(manifest, dist, located, verdict)
     _check_delegation(manifest, keyids, ctx.trust, dist.manifest, verdict)
@@ -132,11 +132,10 @@ def _recorded(dist_info: str) -> list[tuple[str, int]]:
     return rows
 
 
-def _hash_ahead(rows: list[tuple[str, int]], root: str, ctx: Context) -> None:
+def _hash_ahead(rows: list[tuple[str, int]], root: str, confine: Confinement, ctx: Context) -> None:
     """Start hashing while the manifest is read, verified, decoded and checked: on a cold
     start hashing is most of the time, and the rest then overlaps it. Only plain paths
     inside the root are touched; every check is still made, in order, below."""
-    confine = Confinement(root)
     ahead = []
     for name, size in rows:
         try:
