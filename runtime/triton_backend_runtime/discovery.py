@@ -50,7 +50,7 @@ class Distribution:
         return f"{self.name} {self.version}"
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class Candidate:
     """One backend as Triton would find it: a name and the package it imports."""
 
@@ -61,7 +61,7 @@ class Candidate:
     order: int
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class Discovery:
     """What one pass over ``sys.path`` found."""
 

@@ -90,7 +90,7 @@ def unsafe_owner_or_mode(st: os.stat_result) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class _Entry:
     context: str
     verdict: Verdict
