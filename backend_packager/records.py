@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from .errors import WheelError
 
+#: Sizes are below 2**64; more digits than that is malformed, not a big file.
+MAX_SIZE_DIGITS = 20
+
 
 @dataclass(frozen=True)
 class RecordRow:
@@ -29,7 +32,17 @@ def hash_field(hex_digest: str) -> str:
 def parse(text: str, where: str) -> dict[str, RecordRow]:
     """Rows by path. Malformed rows raise WheelError naming the RECORD line."""
     rows: dict[str, RecordRow] = {}
-    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+    reader = csv.reader(io.StringIO(text))
+    number = 0
+    while True:
+        number += 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            # The csv module's own limits (a field over 128 KiB, a NUL byte) end the parse.
+            raise WheelError("record", f"{where}:{number}", f"malformed RECORD line: {exc}") from None
         if not row:
             continue
         if len(row) != 3:
@@ -57,8 +70,10 @@ def _parse_hash(text: str, where: str, number: int) -> str | None:
 def _parse_size(text: str, where: str, number: int) -> int | None:
     if not text:
         return None
-    if not text.isdigit():
-        raise WheelError("record", f"{where}:{number}", f"size {text!r} is not a number")
+    # ASCII digits only ("²".isdigit() is true), and few enough that int() cannot refuse them.
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_SIZE_DIGITS:
+        raise WheelError("record", f"{where}:{number}", f"size {text[:40]!r} is not a number of at most "
+                         f"{MAX_SIZE_DIGITS} digits")
     return int(text)
 
 

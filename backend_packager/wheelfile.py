@@ -11,10 +11,14 @@ runs copy, plan, seal and finish in that order.
 
 from __future__ import annotations
 
+import dataclasses
 import email.parser
+import os
 import re
 import stat
+import struct
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
@@ -22,13 +26,18 @@ from pathlib import Path
 
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
-from . import entrypoints, records
+from . import entrypoints, records, zipformat
 from .errors import WheelError
 
 #: A declared uncompressed size above this is refused before anything is inflated.
 MAX_MEMBER_SIZE = 0xFFFFFFFF - 1
 #: Deflate cannot compress better than ~1032:1; a member that claims more is a zip bomb.
 MAX_DEFLATE_RATIO = 1100
+#: Central directory caps, checked before zipfile reads it (each entry costs ~0.5 KB there).
+MAX_MEMBERS = 200_000
+MAX_DIRECTORY = 64 << 20
+#: Most bytes a member read whole (RECORD, METADATA, the manifest...) may hold.
+MAX_METADATA_SIZE = 64 << 20
 #: Withdrawn signature files (the spec says tools must not add them); dropped on rewrite.
 WITHDRAWN = ("RECORD.jws", "RECORD.p7s")
 _WHEEL_NAME = re.compile(
@@ -76,6 +85,8 @@ class Member:
     header_offset: int
     external_attr: int
     date_time: tuple[int, int, int, int, int, int]
+    #: Where the member's data starts (after its local header); set once the header is checked.
+    data_offset: int = -1
 
     @property
     def is_dir(self) -> bool:
@@ -112,12 +123,12 @@ class WheelArchive:
         (``verify`` reports a renamed wheel as one finding among others)."""
         self.path = path
         self.display = str(path)
+        #: Problems the output repairs rather than refuses (trailing data), one line each.
+        self.warnings: list[str] = []
+        end = self._check_end()
+        self._zip = _open_zip(path, self.display)
         try:
-            self._zip = zipfile.ZipFile(path)
-        except (zipfile.BadZipFile, OSError) as exc:
-            raise WheelError("not-zip", self.display, f"not a zip file, or truncated ({exc})") from None
-        try:
-            self.members = self._members()
+            self.members = self._members(end)
             self.dist_info = self._dist_info()
             self.wheel_name = WheelName.parse(path.name)
             self.wheel_meta = self._headers("WHEEL")
@@ -142,16 +153,42 @@ class WheelArchive:
     def where(self, member: str) -> str:
         return f"{self.display}!{member}"
 
-    def _members(self) -> list[Member]:
+    def _check_end(self) -> zipformat.End:
+        """Read the end records before :mod:`zipfile` does: it keeps every central directory
+        entry in memory, so their number and size are capped first. Bytes after the end
+        record are trailing data: not copied, and said."""
+        try:
+            with open(self.path, "rb") as stream:
+                size = os.fstat(stream.fileno()).st_size
+                start = max(0, size - zipformat.END_SEARCH)
+                stream.seek(start)
+                end = zipformat.find_end(stream.read(), start)
+        except OSError as exc:
+            raise WheelError("unreadable", self.display, f"cannot read: {exc.strerror or exc}") from None
+        if end is None:
+            raise WheelError("not-zip", self.display, "not a zip file, or truncated (no end of central directory)")
+        if end.count > MAX_MEMBERS or end.cd_size > MAX_DIRECTORY:
+            raise WheelError("limit", self.display, f"central directory of {end.count} entries in {end.cd_size} "
+                             f"bytes: over the limit of {MAX_MEMBERS} entries or {MAX_DIRECTORY} bytes")
+        if end.eocd_end < size:
+            self.warnings.append(f"{self.display}: {size - end.eocd_end} bytes of trailing data after the end "
+                                 "of the archive: not copied to the output")
+        return end
+
+    def _members(self, end: zipformat.End) -> list[Member]:
+        infos = self._zip.infolist()
+        if len(infos) != end.count:
+            raise WheelError("corrupt", self.display, f"the end record says {end.count} entries, the central "
+                             f"directory holds {len(infos)}")
         seen: set[str] = set()
         members = []
-        for info in self._zip.infolist():
+        for info in infos:
             member = Member(info.filename, info.compress_type, info.CRC, info.compress_size, info.file_size,
                             info.header_offset, info.external_attr, info.date_time)
             self._check_member(member, info, seen)
             seen.add(member.name)
             members.append(member)
-        return members
+        return _with_data_offsets(self.path, members, self._zip.start_dir, self.where)
 
     def _check_member(self, m: Member, info: zipfile.ZipInfo, seen: set[str]) -> None:
         where = self.where(m.name)
@@ -160,8 +197,16 @@ class WheelArchive:
         parts = m.name.rstrip("/").split("/")
         if m.name.startswith("/") or "\\" in m.name or ".." in parts or re.match(r"^[A-Za-z]:", m.name):
             raise WheelError("unsafe-name", where, "absolute or '..' member name")
-        if stat.S_ISLNK(m.external_attr >> 16):
+        if info.orig_filename != info.filename:
+            # zipfile cuts a name at NUL; the cut name is not the one the archive holds.
+            raise WheelError("unsafe-name", where, "member name holds a NUL byte")
+        mode = m.external_attr >> 16
+        if stat.S_ISLNK(mode):
             raise WheelError("symlink", where, "symlink members are not allowed in a wheel")
+        if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise WheelError("special-file", where, f"member is a device, FIFO or socket (mode {mode:o})")
+        if mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
+            raise WheelError("setuid", where, f"member has a setuid, setgid or sticky bit (mode {mode:o})")
         if info.flag_bits & 0x1:
             raise WheelError("encrypted", where, "encrypted members are not allowed")
         if m.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -182,14 +227,21 @@ class WheelArchive:
             raise WheelError("dist-info", self.display, f"expected exactly one .dist-info directory, found {found}")
         return tops.pop()
 
-    def read(self, name: str) -> bytes | None:
-        """A small member's bytes, or None when absent."""
+    def read(self, name: str, limit: int = MAX_METADATA_SIZE) -> bytes | None:
+        """A small member's bytes (at most ``limit``), or None when absent."""
         try:
-            return self._zip.read(name)
+            info = self._zip.getinfo(name)
         except KeyError:
             return None
-        except (zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise WheelError("member", self.where(name), f"cannot read member: {exc}") from None
+        if info.file_size > limit:
+            raise WheelError("limit", self.where(name), f"member of {info.file_size} bytes: over the limit of "
+                             f"{limit} for a file read whole")
+        try:
+            return self._zip.read(info)
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError,
+                RuntimeError) as exc:
+            # zipfile raises each of these for some corrupt member: every one is this member's problem.
+            raise WheelError("member", self.where(name), f"cannot read member: {_short(exc)}") from None
 
     def _text(self, leaf: str) -> str:
         name = f"{self.dist_info}/{leaf}"
@@ -229,7 +281,80 @@ class WheelArchive:
     def entry_points(self) -> entrypoints.EntryPoints:
         name = f"{self.dist_info}/entry_points.txt"
         data = self.read(name)
-        return entrypoints.parse(data.decode("utf-8"), self.where(name)) if data else {}
+        if not data:
+            return {}
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise WheelError("malformed", self.where(name), "entry_points.txt is not UTF-8") from None
+        return entrypoints.parse(text, self.where(name))
+
+
+def _short(exc: BaseException) -> str:
+    """An exception as one bounded line: its class, then its message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _open_zip(path: Path, display: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except OSError as exc:
+        raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
+    except (zipfile.BadZipFile, EOFError, ValueError, UnicodeDecodeError, NotImplementedError, RuntimeError,
+            struct.error, OverflowError) as exc:
+        # Each is zipfile's word for a malformed central directory (a bad UTF-8 name, a bad extra...).
+        raise WheelError("not-zip", display, f"not a zip file, or corrupt ({_short(exc)})") from None
+
+
+def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
+                       where: Callable[[str], str]) -> list[Member]:
+    """Each member with where its data starts, after checking what strict installers check:
+    no bytes before the first member, local headers that agree with the central directory
+    (name, flags, method, CRC, sizes), members that neither overlap each other nor the
+    central directory."""
+    by_offset = sorted(members, key=lambda m: m.header_offset)
+    if by_offset and by_offset[0].header_offset != 0:
+        raise WheelError("leading-data", str(path), f"{by_offset[0].header_offset} bytes before the first member")
+    placed: dict[str, Member] = {}
+    previous_end = 0
+    with open(path, "rb") as stream:
+        for m in by_offset:
+            if m.header_offset < previous_end:
+                raise WheelError("overlap", where(m.name), "member overlaps the one before it")
+            stream.seek(m.header_offset)
+            data_offset = _check_local(stream.read(zipformat.LOCAL_HEADER.size + 0xFFFF), m, where(m.name))
+            previous_end = data_offset + m.compress_size
+            placed[m.name] = dataclasses.replace(m, data_offset=data_offset)
+    if previous_end > directory_at:
+        raise WheelError("overlap", str(path), "member data overlaps the central directory")
+    return [placed[m.name] for m in members]
+
+
+def _check_local(raw: bytes, m: Member, where: str) -> int:
+    """The local header at the start of ``raw`` checked against ``m``; the data offset."""
+    size = zipformat.LOCAL_HEADER.size
+    if len(raw) < size:
+        raise WheelError("truncated", where, "local header past the end of the file (truncated wheel)")
+    sig, _, flags, method, _, _, crc, csize, usize, name_len, extra_len = zipformat.LOCAL_HEADER.unpack_from(raw)
+    if sig != zipformat.LOCAL_SIGNATURE:
+        raise WheelError("local-header", where, "bad local header signature")
+    name = raw[size:size + name_len]
+    encoding = "utf-8" if flags & zipformat.FLAG_UTF8 else "cp437"
+    if name.decode(encoding, errors="replace") != m.name:
+        raise WheelError("local-header", where, "the local header names another file than the central directory")
+    mismatches = [label for label, local, central in (
+        ("method", method, m.method), ("encryption", flags & 1, 0),
+    ) if local != central]
+    if not flags & 0x8:  # with a data descriptor the local CRC and sizes may be zero
+        mismatches += [label for label, local, central in (
+            ("CRC", crc, m.crc), ("compressed size", csize, m.compress_size), ("size", usize, m.file_size),
+        ) if local != central]
+    if mismatches:
+        raise WheelError("local-header", where, f"local header disagrees with the central directory on "
+                         f"{', '.join(mismatches)}")
+    data_offset: int = m.header_offset + size + name_len + extra_len
+    return data_offset
 
 
 def dist_info_name(name: str, version: str) -> str:

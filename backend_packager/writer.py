@@ -183,7 +183,7 @@ def _layout(members: list[Member], stamp: _Stamp, offset: int) -> tuple[list[zip
     for m in members:
         date, time = stamp.of(m)
         entries.append(zipformat.Entry(m.name, m.method, m.crc, m.compress_size, m.file_size, date, time,
-                                       m.external_attr, offset))
+                                       zipformat.normal_mode(m.external_attr, m.is_dir), offset))
         offset += zipformat.local_header_size(m.name) + m.compress_size
     return entries, offset
 
@@ -264,8 +264,11 @@ class _Copier:
     @staticmethod
     def _inflate(inflater: Any, raw: bytes, sink: ArtifactSink, crc: int, m: Member,
                  where: str) -> int:
+        """Feed ``raw`` through; each step yields at most INFLATE_STEP bytes. zlib may hold
+        output after taking all its input (a run of zeros inflates ~1000:1), so the loop
+        ends only when a step leaves no input and fills less than a whole step."""
         pending = raw
-        while pending:
+        while True:
             try:
                 data = inflater.decompress(pending, INFLATE_STEP) if inflater else pending
             except zlib.error as exc:
@@ -275,19 +278,15 @@ class _Copier:
             crc = zlib.crc32(data, crc)
             sink.update(data)
             pending = inflater.unconsumed_tail if inflater else b""
-        return crc
+            if not pending and len(data) < INFLATE_STEP:
+                return crc
 
     def _data_offset(self, m: Member, where: str) -> int:
-        header = os.pread(self.src_fd, zipformat.LOCAL_HEADER.size, m.header_offset)
-        if len(header) < zipformat.LOCAL_HEADER.size:
-            raise WheelError("truncated", where, "local header past the end of the file (truncated wheel)")
-        fields = zipformat.LOCAL_HEADER.unpack(header)
-        if fields[0] != zipformat.LOCAL_SIGNATURE:
-            raise WheelError("corrupt", where, "bad local header signature")
-        start: int = m.header_offset + zipformat.LOCAL_HEADER.size + fields[9] + fields[10]
-        if start + m.compress_size > self.src_size:
+        """Where ``m``'s data starts: checked against the central directory when the archive
+        was opened; here only against the file's present size."""
+        if m.data_offset < 0 or m.data_offset + m.compress_size > self.src_size:
             raise WheelError("truncated", where, "member data runs past the end of the file (truncated wheel)")
-        return start
+        return m.data_offset
 
     @staticmethod
     def _result(m: Member, sink: ArtifactSink, where: str) -> Streamed:
@@ -342,7 +341,7 @@ def _contents(archive: WheelArchive, streamed: list[Streamed]) -> WheelContents:
         metadata=meta,
         existing_manifest=archive.read(manifest_member(archive.dist_info)),
         read_member=archive.read,
-        warnings=[s.warning for s in streamed if s.warning],
+        warnings=[*archive.warnings, *(s.warning for s in streamed if s.warning)],
     )
 
 

@@ -52,6 +52,48 @@ class Entry:
         return FLAG_UTF8 if not self.name.isascii() else 0
 
 
+@dataclass(frozen=True)
+class End:
+    """What the end records of an archive say: where the central directory is, how big, how
+    many entries, and where the end of central directory record itself ends."""
+
+    count: int
+    cd_offset: int
+    cd_size: int
+    eocd_end: int
+
+
+#: The end of central directory record is 22 bytes plus a comment of at most 65,535.
+END_SEARCH = 22 + 0xFFFF
+
+
+def find_end(tail: bytes, tail_offset: int) -> End | None:
+    """The end records found in ``tail`` (the last :data:`END_SEARCH` bytes of the file,
+    which start at ``tail_offset``), or None. Searched from the back, as readers do."""
+    pos = tail.rfind(struct.pack("<I", EOCD_SIGNATURE))
+    if pos < 0 or len(tail) - pos < 22:
+        return None
+    _, _, _, _, count, cd_size, cd_offset, comment = struct.unpack_from("<IHHHHIIH", tail, pos)
+    end = End(count, cd_offset, cd_size, tail_offset + pos + 22 + comment)
+    if pos >= 20 and struct.unpack_from("<I", tail, pos - 20)[0] == ZIP64_LOCATOR_SIGNATURE:
+        (zip64_at,) = struct.unpack_from("<Q", tail, pos - 12)
+        rel = zip64_at - tail_offset
+        if 0 <= rel <= len(tail) - 56 and struct.unpack_from("<I", tail, rel)[0] == ZIP64_EOCD_SIGNATURE:
+            count, _, cd_size, cd_offset = struct.unpack_from("<QQQQ", tail, rel + 24)
+            end = End(count, cd_offset, cd_size, end.eocd_end)
+    return end
+
+
+def normal_mode(external_attr: int, is_dir: bool) -> int:
+    """The external attributes a member is written with: 0755 directories, and files 0755
+    when any execute bit was set, else 0644. No special file type, setuid or sticky bit
+    survives a rewrite."""
+    if is_dir:
+        return (0o40755 << 16) | 0x10
+    executable = (external_attr >> 16) & 0o111
+    return (0o100755 if executable else 0o100644) << 16
+
+
 def dos_datetime(epoch: int) -> tuple[int, int]:
     """(date, time) of a Unix time in DOS format, clipped to 1980-01-01 (the ZIP minimum)."""
     t = time.gmtime(max(epoch, DOS_EPOCH))
