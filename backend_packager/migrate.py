@@ -104,7 +104,7 @@ def migrate_wheel(
         epoch = source_date_epoch()
 
         def plan(contents: WheelContents) -> Injection:
-            return _plan(contents, overrides, epoch, outcome)
+            return plan_migration(contents, overrides, epoch, outcome)
 
         def member_progress(member: str, nbytes: int) -> None:
             if progress:
@@ -121,7 +121,11 @@ def migrate_wheel(
     return outcome
 
 
-def _plan(contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome) -> Injection:
+def plan_migration(
+    contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome
+) -> Injection:
+    """The manifest and files for ``contents`` (a wheel's, or an installed distribution's for
+    ``adopt``), recording what was found in ``outcome``."""
     found = assemble.find_backends(contents, overrides)
     previous = _previous_manifest(contents, outcome)
     backends = found.backends
