@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 # A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
 SIGNING_KEY_ENV = config_mod.SIGNING_KEY_ENV
+_RELATIVE_KEYS = (f"a relative {SIGNING_KEY_ENV} is relative to the directory the build was started in ($PWD), "
+                  f"a relative {config_mod.TABLE}.signing-key to the project root")
 
 ConfigSettings = dict[str, Any] | None
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,8 +59,11 @@ def _one_line_errors(hook: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def _config() -> config_mod.Config:
-    return config_mod.load(Path.cwd())
+def _config(wheel_directory: str | None = None) -> config_mod.Config:
+    # The output directory is <project root>/dist by default: a hint for finding the root
+    # when this hook runs in an unpacked sdist (config_mod.project_root).
+    hints = (Path(wheel_directory).resolve().parent,) if wheel_directory else ()
+    return config_mod.load(Path.cwd(), hints=hints)
 
 
 def _inner(cfg: config_mod.Config) -> Any:
@@ -185,14 +190,14 @@ def _metadata_from_wheel(kind: str, cfg: config_mod.Config, target: Path, config
 def build_wheel(
     wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
 ) -> str:
-    return _build("wheel", _config(), wheel_directory, config_settings)
+    return _build("wheel", _config(wheel_directory), wheel_directory, config_settings)
 
 
 @_one_line_errors
 def build_editable(
     wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
 ) -> str:
-    return _build("editable", _config(), wheel_directory, config_settings)
+    return _build("editable", _config(wheel_directory), wheel_directory, config_settings)
 
 
 def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings) -> str:
@@ -216,6 +221,9 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
     from . import signing
 
     if cfg.signing_key is not None:
+        if not cfg.signing_key.is_file():
+            raise ConfigError("key", str(cfg.signing_key), f"cannot read signing key (from {cfg.signing_key_source}): "
+                              f"no such file; {_RELATIVE_KEYS}")
         return signing.load(cfg.signing_key)
     if cfg.require_signature:
         raise ConfigError(

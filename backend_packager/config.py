@@ -14,6 +14,11 @@ Example::
 Every problem raises :class:`~backend_packager.errors.ConfigError` whose path is the
 ``pyproject.toml`` and whose detail names the key (``tool.backend-packager.<key>``) and what
 was expected, so a vendor can fix it without reading this module.
+
+Relative key paths (see :func:`start_directory` and :func:`project_root`): one from the
+environment is relative to the directory the build was started in, one from the table to
+the project root, whether the frontend builds in the tree (``--wheel``, pip) or from an
+unpacked sdist (``python -m build``'s default), which never holds the private key.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -79,8 +84,11 @@ class Config:
         return {b.name: b.package for b in self.backends}
 
 
-def load(project: Path, environ: Mapping[str, str] | None = None) -> Config:
-    """Read ``project/pyproject.toml``; the signing key may come from ``environ``."""
+def load(project: Path, environ: Mapping[str, str] | None = None, *, hints: Sequence[Path] = ()) -> Config:
+    """Read ``project/pyproject.toml``; the signing key may come from ``environ``.
+
+    ``hints`` are directories that may be the project root when ``project`` is an unpacked
+    sdist (the parent of the output directory, which is ``<root>/dist`` by default)."""
     pyproject = project / "pyproject.toml"
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
@@ -91,16 +99,20 @@ def load(project: Path, environ: Mapping[str, str] | None = None) -> Config:
     table = data.get("tool", {}).get("backend-packager")
     if table is None:
         raise ConfigError("missing", str(pyproject), f"no [{TABLE}] table: it must name at least one backend")
-    return parse(table, project, pyproject, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    key = table.get("signing-key") if isinstance(table, dict) else None
+    relative = isinstance(key, str) and not os.path.isabs(key)
+    return parse(table, project, pyproject, env, root=project_root(project, env, hints) if relative else project)
 
 
-def parse(table: object, project: Path, where: Path, environ: Mapping[str, str]) -> Config:
-    """Check the table and build a :class:`Config`; paths are relative to ``project``."""
+def parse(table: object, project: Path, where: Path, environ: Mapping[str, str], *, root: Path | None = None) -> Config:
+    """Check the table and build a :class:`Config`; paths are relative to ``project``, but
+    ``signing-key`` is relative to ``root`` (the source tree the build started from)."""
     reader = _Reader(table, str(where))
     unknown = sorted(set(reader.table) - _KEYS)
     if unknown:
         reader.fail(unknown[0], f"unknown key; expected one of {', '.join(sorted(_KEYS))}")
-    key, source = _signing_key(reader, project, environ)
+    key, source = _signing_key(reader, project if root is None else root, environ)
     return Config(
         backends=_backends(reader),
         protocol_version=reader.string("protocol-version", PROTOCOL_VERSION, _MAJOR_MINOR, "'MAJOR.MINOR'"),
@@ -199,5 +211,66 @@ def _signing_key(reader: _Reader, project: Path, environ: Mapping[str, str]) -> 
         return project / text, f"{TABLE}.signing-key"
     env = environ.get(SIGNING_KEY_ENV, "")
     if env:
-        return Path(env), SIGNING_KEY_ENV
+        return start_directory(environ) / env, SIGNING_KEY_ENV
     return None, ""
+
+
+def start_directory(environ: Mapping[str, str]) -> Path:
+    """The directory the build was started in: ``$PWD``, which POSIX shells keep (``cd``
+    updates it) and frontends pass on unchanged, while they run each hook elsewhere (in the
+    project or in an unpacked sdist). Without a usable ``$PWD``: the hook's own directory."""
+    pwd = environ.get("PWD", "")
+    if pwd and os.path.isabs(pwd) and os.path.isdir(pwd):
+        return Path(pwd)
+    return Path.cwd()
+
+
+# Bounds for finding the source tree of an unpacked sdist: the directory is not ours.
+_MAX_PYPROJECT = 1 << 20
+_MAX_CHILDREN = 1024
+
+
+def project_root(project: Path, environ: Mapping[str, str], hints: Sequence[Path] = ()) -> Path:
+    """The source tree the build started from.
+
+    In-tree builds run in it. ``python -m build`` by default builds the wheel from an unpacked
+    sdist (``PKG-INFO`` at its root, PEP 517 / the core metadata spec), a copy elsewhere that
+    keeps the vendor's ``pyproject.toml`` byte for byte but not the key: the tree is then the
+    first of ``hints``, ``$PWD`` or (if exactly one matches) a subdirectory of ``$PWD`` whose
+    ``pyproject.toml`` is identical. Not found: ``project`` (and an unreadable key says so).
+    """
+    if not (project / "PKG-INFO").is_file():
+        return project
+    own = _read_small(project / "pyproject.toml")
+    if own is None:
+        return project
+    start = start_directory(environ)
+    for candidate in (*hints, start):
+        if _same_tree(candidate, project, own):
+            return candidate
+    try:
+        with os.scandir(start) as entries:
+            children = sorted(Path(e.path) for _, e in zip(range(_MAX_CHILDREN), entries, strict=False)
+                              if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return project
+    matches = [c for c in children if _same_tree(c, project, own)]
+    return matches[0] if len(matches) == 1 else project
+
+
+def _same_tree(candidate: Path, project: Path, own: bytes) -> bool:
+    try:
+        if candidate.resolve() == project.resolve():
+            return False
+    except OSError:
+        return False
+    return _read_small(candidate / "pyproject.toml") == own
+
+
+def _read_small(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(_MAX_PYPROJECT + 1)
+    except OSError:
+        return None
+    return data if len(data) <= _MAX_PYPROJECT else None
