@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -106,12 +107,12 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
     except TrustError as exc:
         result.findings.append(Finding(exc.code, exc.path, exc.detail))
         return result
-    result.findings += check_record(wheel)
     if wheel.envelope is None:
         result.findings.append(Finding("manifest.missing", f"{wheel.dist_info}/{MANIFEST_FILENAME}",
                                        "the wheel has no manifest (build it with backend_packager.build, or "
                                        "run `backend-packager migrate`)"))
         return result
+    result.findings += check_record(wheel)
     try:
         where = f"{wheel.dist_info}/{MANIFEST_FILENAME}"
         verified = dsse.verify(dsse.decode(wheel.envelope, where), trust, where)
@@ -132,9 +133,12 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
 
 
 def read_wheel(path: Path) -> Wheel:
-    """Read through :class:`WheelArchive` (its safety checks included), hashing every member."""
+    """Read through :class:`WheelArchive` (its safety checks included), hashing every member
+    only when there is a manifest to check them against: no manifest is said at once."""
     with WheelArchive(path, check_name=False) as archive, zipfile.ZipFile(path) as zf:
-        members = {info.filename: _hash_member(zf, info, path) for info in zf.infolist() if not info.is_dir()}
+        envelope = archive.read(manifest_member(archive.dist_info))
+        members = {info.filename: _hash_member(zf, info, path) for info in zf.infolist()
+                   if not info.is_dir() and envelope is not None}
         return Wheel(
             file_name=path.name,
             dist_info=archive.dist_info,
@@ -143,7 +147,7 @@ def read_wheel(path: Path) -> Wheel:
             metadata=archive.metadata,
             tags=sorted(archive.wheel_meta.get_all("Tag") or []),
             entry_points=archive.entry_points(),
-            envelope=archive.read(manifest_member(archive.dist_info)),
+            envelope=envelope,
         )
 
 
@@ -162,8 +166,10 @@ def _hash_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) ->
             while chunk := stream.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise WheelError("corrupt", where, f"cannot read member: {exc}") from None
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError,
+            RuntimeError) as exc:
+        # zipfile's words for a corrupt member: each one is this member's problem.
+        raise WheelError("corrupt", where, f"cannot read member: {type(exc).__name__}: {str(exc)[:200]}") from None
     return Member(digest.hexdigest(), size, head == ELF_MAGIC)
 
 
