@@ -17,11 +17,16 @@ from typing import Any
 
 from triton_backend_runtime import manifest as manifest_mod
 from triton_backend_runtime import schema
+from triton_backend_runtime.errors import TrustStoreError
 
 from . import __version__
-from .errors import TrustError
+from .errors import InputError, TrustError, from_os_error
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 128 + SIGPIPE, what a shell reports for a C tool whose reader went away.
+EXIT_BROKEN_PIPE = 141
+#: The version of every ``--json`` document this command prints.
+JSON_FORMAT = 1
 
 
 def _progress(enabled: bool) -> Any:
@@ -48,6 +53,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     _end_progress(live)
     if args.json:
         doc = {
+            "format": JSON_FORMAT,
             "artifacts": [schema.encode(a) for a in result.artifacts],
             "errors": [e.as_dict() for e in result.errors],
         }
@@ -95,21 +101,35 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_keygen(args: argparse.Namespace) -> int:
     from . import signing
 
-    private = args.output
-    public = private.with_suffix(".pub")
+    private, public = key_paths(args.output)
     for path in (private, public):
         if path.exists() and not args.force:
-            print(f"backend-packager: error: {path}: exists (use --force to replace it)", file=sys.stderr)
-            return EXIT_USAGE
+            raise InputError("exists", str(path), "exists (use --force to replace it)")
     passphrase = os.environ.get(signing.PASSPHRASE_ENV)
     key = signing.generate(private, public, args.comment, passphrase.encode() if passphrase else None)
     if args.json:
-        print(json.dumps({"private": str(private), "public": str(public), "keyid": key.keyid, "line": key.line()}))
-    else:
+        print(json.dumps({"format": JSON_FORMAT, "private": str(private), "public": str(public),
+                          "keyid": key.keyid, "line": key.line()}))
+    elif not args.quiet:
         print(f"private key: {private}{' (encrypted)' if passphrase else ''}")
         print(f"public key:  {public}")
         print(f"keyid:       {key.keyid}")
     return EXIT_OK
+
+
+def key_paths(private: Path) -> tuple[Path, Path]:
+    """The private key's path and its public twin's (``.pub`` beside it), refusing any
+    choice where writing one would destroy the other."""
+    public = private.with_suffix(".pub")
+    if private.suffix == ".pub":
+        raise InputError("key-path", str(private), "ends in .pub, the name of the public twin: the public key "
+                         "would overwrite the private one (use e.g. -o vendor.pem)")
+    if private.is_dir():
+        raise InputError("key-path", str(private), "is a directory: give the private key's file name")
+    if private.exists() and public.exists() and os.path.samefile(private, public):
+        raise InputError("key-path", str(private), f"is the same file as {public}: the public key would "
+                         "overwrite the private one")
+    return private, public
 
 
 def _signing_key(path: Path | None) -> Any:
@@ -133,42 +153,50 @@ def _backend_overrides(values: list[str]) -> dict[str, str]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from .migrate import expand_inputs, migrate_many
+    from .migrate import migrate_many
     from .progress import WheelProgress
 
     try:
         overrides = _backend_overrides(args.backend)
     except argparse.ArgumentTypeError as exc:
-        print(f"backend-packager: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise InputError("usage", "--backend", str(exc)) from None
     key = _signing_key(args.key)
-    wheels = expand_inputs(args.inputs)
-    if not wheels:
-        print("backend-packager: error: no wheels found in the given paths", file=sys.stderr)
-        return EXIT_USAGE
-    bar = WheelProgress(wheels, enabled=None if not args.json else False)
+    wheels = _wheels_in(args.inputs)
+    bar = WheelProgress(wheels, enabled=False if args.json or args.quiet else None)
     plain = not bar.enabled and not args.json
 
     def done(outcome: Any) -> None:
         bar.on_wheel(outcome.source)
         if plain:
-            _print_outcome(outcome)
+            _print_outcome(outcome, args.quiet)
 
     outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
-                            progress=bar.on_bytes, done=done)
+                            progress=bar.on_bytes, done=done, drop_signature=args.drop_signature)
     bar.close()
     if args.json:
-        print(json.dumps({"wheels": [o.as_dict() for o in outcomes],
+        print(json.dumps({"format": JSON_FORMAT, "wheels": [o.as_dict() for o in outcomes],
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))
     elif bar.enabled:
         for outcome in outcomes:
-            _print_outcome(outcome)
+            _print_outcome(outcome, args.quiet)
     return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
 
 
-def _print_outcome(outcome: Any) -> None:
+def _wheels_in(paths: list[Path]) -> list[Path]:
+    """Wheel files as given and every ``*.whl`` of a directory; none at all is a usage error."""
+    from .migrate import expand_inputs
+
+    wheels = expand_inputs(paths)
+    if not wheels:
+        raise InputError("no-wheels", " ".join(map(str, paths)), "no wheels found in the given paths")
+    return wheels
+
+
+def _print_outcome(outcome: Any, quiet: bool = False) -> None:
     if outcome.error:
-        print(f"backend-packager: error: {outcome.error}", file=sys.stderr)
+        print(f"backend-packager: error: {outcome.error} ({outcome.error.code})", file=sys.stderr)
+        return
+    if quiet:
         return
     signer = f"signed by {outcome.signed_by[:16]}" if outcome.signed_by else "hash-only"
     backends = ", ".join(outcome.backends) or "none"
@@ -180,6 +208,68 @@ def _print_outcome(outcome: Any) -> None:
         print(f"backend-packager: warning: {warning}", file=sys.stderr)
 
 
+def cmd_mirror(args: argparse.Namespace) -> int:
+    """Exit 0 when every wheel is served, 1 when any failed, 2 for usage, an unusable source
+    or key, or (with --no-wait) an output directory another run holds."""
+    from . import mirror
+    from .progress import WheelProgress
+
+    bars: list[WheelProgress] = []
+
+    def start(paths: list[Path]) -> None:
+        bars.append(WheelProgress([p for p in paths if p.exists()], enabled=False if args.json else None))
+
+    def done(path: Path, result: Any) -> None:
+        if bars:
+            bars[0].on_wheel(path)
+
+    def on_bytes(path: Path, member: str, nbytes: int) -> None:
+        if bars:
+            bars[0].on_bytes(path, member, nbytes)
+
+    def waiting(lock: Path) -> None:
+        print(f"backend-packager: waiting for another mirror run to finish ({lock} is locked)", file=sys.stderr)
+
+    hooks = mirror.Hooks(waiting=waiting, start=start, progress=on_bytes, done=done)
+    try:
+        key = _signing_key(args.key)
+        if key is None:
+            print("backend-packager: error: mirror needs --key (or $BACKEND_PACKAGER_SIGNING_KEY)", file=sys.stderr)
+            return EXIT_USAGE
+        run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
+                            pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks)
+    except TrustError as exc:
+        print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if bars:
+            bars[0].close()
+    if args.json:
+        print(json.dumps(run.as_dict(), indent=1))
+    else:
+        _print_mirror(run)
+    return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def _print_mirror(run: Any) -> None:
+    for warning in run.warnings:
+        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+    for result in run.results:
+        if result.error:
+            served = "served unchanged" if result.served else "left out of the index"
+            print(f"failed    {result.filename}: {result.error['code']}: {result.error['path']}: "
+                  f"{result.error['message']} ({served})")
+        elif result.status != "unchanged":
+            backends = ", ".join(result.entry.backends) or "none"
+            print(f"{result.status:<9} {result.filename} (backends: {backends}; "
+                  f"{len(result.entry.plugins)} plugins; {result.seconds:.1f}s)")
+    counts = run.counts()
+    print(f"\n{'STATUS':<10}WHEELS")
+    for status, count in counts.items():
+        print(f"{status:<10}{count}")
+    print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16]})")
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from triton_backend_runtime.trust import TrustStore, parse_key_file
 
@@ -189,14 +279,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for path in args.trust:
         try:
             text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            print(f"backend-packager: error: {path}: cannot read key file: {exc.strerror}", file=sys.stderr)
-            return EXIT_USAGE
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise InputError("trust", str(path), f"cannot read key file: {reason}") from None
         keys += parse_key_file(text, str(path))
     store = TrustStore.of(keys)
-    results = [verify_wheel(wheel, store) for wheel in args.wheels]
+    results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
     if args.json:
-        print(json.dumps({"wheels": [
+        print(json.dumps({"format": JSON_FORMAT, "wheels": [
             {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "coverage": r.coverage,
              "findings": [f.as_dict() for f in r.findings], "notes": r.notes}
             for r in results
@@ -209,7 +299,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 names = ", ".join(_key_label(store, k) for k in r.signers)
                 count = len(r.manifest.artifacts) if r.manifest else 0
                 print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match (coverage {r.coverage})")
-            for note in r.notes:
+            for note in r.notes if not args.quiet else ():
                 print(f"NOTE {r.wheel}: {note}")
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
@@ -225,7 +315,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     project = scaffold.project_for(args.directory, args.name, args.backend, args.package)
     written = scaffold.init(args.directory, project)
     if args.json:
-        print(json.dumps({"directory": str(args.directory), "files": written, **project.variables()}, indent=1))
+        print(json.dumps({"format": JSON_FORMAT, "directory": str(args.directory), "files": written,
+                          **project.variables()}, indent=1))
     else:
         print(f"created {args.directory}: {project.name}, backend {project.backend!r} in package {project.package}")
         for rel in written:
@@ -238,12 +329,24 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from . import report
 
-    inspection = report.inspect_wheel(args.wheel)
+    docs: list[dict[str, Any]] = []
+    failed = False
+    for number, wheel in enumerate(_wheels_in(args.wheels)):
+        try:
+            inspection = report.inspect_wheel(wheel)
+        except TrustError as exc:
+            # One unreadable wheel is its own line; the others are still shown.
+            failed = True
+            docs.append({"wheel": str(wheel), "error": exc.as_dict()})
+            print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+            continue
+        if args.json:
+            docs.append({"wheel": str(wheel), **report.as_json(inspection)})
+        else:
+            print(("\n" if number else "") + report.render(inspection))
     if args.json:
-        print(json.dumps(report.as_json(inspection), indent=1, sort_keys=True))
-    else:
-        print(report.render(inspection))
-    return EXIT_OK
+        print(json.dumps({"format": JSON_FORMAT, "wheels": docs}, indent=1, sort_keys=True))
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         "be scanned, a wheel that failed); 2 bad usage. `backend-packager COMMAND --help` for each command.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, argparse.SUPPRESS)
+    parser.set_defaults(quiet=False, verbose=0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     scan = sub.add_parser(
@@ -291,15 +396,40 @@ def build_parser() -> argparse.ArgumentParser:
         "re-signed (use this after auditwheel repair). The input is never modified. Exit 1 if any wheel failed.",
     )
     migrate.add_argument("inputs", nargs="+", type=Path, metavar="WHEEL_OR_DIR")
-    migrate.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="output directory")
+    migrate.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"), metavar="OUTDIR",
+                         help="output directory (default: %(default)s, as auditwheel's)")
+    migrate.add_argument("--drop-signature", action="store_true",
+                         help="without --key, migrate a signed wheel anyway: its output is hash-only")
     migrate.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY; "
                          "without one the manifest is hash-only")
-    migrate.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    migrate.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
                          help="wheels (or, for one wheel, members) processed in parallel (default: %(default)s)")
     migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
                          help="declare a backend explicitly (repeatable); overrides discovery")
     migrate.add_argument("--json", action="store_true", help="print a JSON summary")
     migrate.set_defaults(func=cmd_migrate)
+
+    mirror = sub.add_parser(
+        "mirror",
+        help="keep a signed wheel mirror (a PEP 503/691 simple index) that pip installs from",
+        description="Migrate every wheel of each SRC (a directory of wheels, or a PEP 503 simple index on "
+        "disk) into OUTDIR, signed with KEY, and write OUTDIR/simple, a PEP 503 index with PEP 691 JSON "
+        "beside it (pip install --index-url file://OUTDIR/simple NAME). Wheels without a Triton backend or "
+        "plugin are copied through unchanged. A re-run works only on new or changed wheels (all of them "
+        "when the key changed), recorded in OUTDIR/.mirror-state.json. A second run on the same OUTDIR "
+        "waits for the first (or exits 2 with --no-wait). Exit 1 if any wheel failed: it is left out of "
+        "the index, or served unchanged with --pass-through-failures.",
+    )
+    mirror.add_argument("sources", nargs="+", type=Path, metavar="SRC")
+    mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
+    mirror.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY")
+    mirror.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
+                        help="wheels processed in parallel (default: %(default)s)")
+    mirror.add_argument("--pass-through-failures", action="store_true",
+                        help="serve a wheel that cannot be migrated unchanged instead of leaving it out")
+    mirror.add_argument("--no-wait", action="store_true", help="exit 2 at once if another run holds OUTDIR")
+    mirror.add_argument("--json", action="store_true", help="print every wheel's result as JSON (format 1)")
+    mirror.set_defaults(func=cmd_mirror)
 
     verify = sub.add_parser(
         "verify",
@@ -311,7 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         "triton.backends entry points equal to the signed backends. Each failure is printed on its own "
         "line. Exit 0 only when every wheel passes every check, 1 otherwise, 2 for unusable arguments.",
     )
-    verify.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    verify.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
+                        help="wheels, or directories whose *.whl are verified")
     verify.add_argument("--trust", type=Path, action="append", required=True, metavar="KEYFILE",
                         help="public key file (lines as written by keygen); repeatable")
     verify.add_argument("--json", action="store_true", help="print the findings as JSON")
@@ -323,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what a wheel's manifest says: backends, plugins, artifacts, requirements and "
         "signer keyids (or that it is hash-only). The signature is NOT checked: use verify for that.",
     )
-    insp.add_argument("wheel", type=Path, metavar="WHEEL")
+    insp.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
+                      help="wheels, or directories whose *.whl are inspected")
     insp.add_argument("--json", action="store_true", help="print the manifest as JSON")
     insp.set_defaults(func=cmd_inspect)
 
@@ -346,16 +478,61 @@ def build_parser() -> argparse.ArgumentParser:
     sch = sub.add_parser("schema", help="print the manifest's JSON Schema", description="Print the JSON "
                          "Schema of the manifest, generated from the runtime's definition.")
     sch.set_defaults(func=cmd_schema)
+    for command in sub.choices.values():
+        _add_verbosity(command, argparse.SUPPRESS)
     return parser
 
 
+def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    """-q/-v on the main parser and on every command, so either place works."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="print only errors: no progress, warnings or notes")
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="say more; -v also shows the traceback of an internal error")
+
+
+def positive_int(text: str) -> int:
+    """argparse type for --jobs: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Every failure ends here as one line (and, with ``--json``, one
+    object on stdout) and an exit code: never a traceback, unless ``-v`` asks for one."""
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
         return code
     except TrustError as exc:
-        print(f"backend-packager: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(args, exc)
+    except BrokenPipeError:
+        # The reader went away (`| head`): say nothing, and keep the interpreter's final
+        # flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        return _fail(args, from_os_error(exc))
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug of ours; still one line, the traceback only on request
+        if getattr(args, "verbose", 0):
+            raise
+        return _fail(args, TrustError("internal", getattr(args, "command", "-"),
+                                      f"{type(exc).__name__}: {str(exc)[:300]} (a bug: -v shows the traceback)"))
+
+
+#: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure.
+_USAGE_ERRORS = (InputError, TrustStoreError)
+
+
+def _fail(args: argparse.Namespace, exc: TrustError) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps({"format": JSON_FORMAT, "error": exc.as_dict()}, indent=1))
+    print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+    return EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED

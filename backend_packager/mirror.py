@@ -183,9 +183,8 @@ def discover(roots: list[Path], outdir: Path) -> tuple[list[Source], list[Result
         if real == out or out in real.parents:
             raise InputError("output", str(root), "the source is the output directory or inside it")
         index = _index_dir(root)
-        bad: list[Result] = []
         if index is None:
-            found = _wheel_dir(root)
+            found, bad = _wheel_dir(root)
         else:
             found, bad, skipped = _simple_tree(index, root)
             if skipped:
@@ -204,16 +203,23 @@ def _index_dir(root: Path) -> Path | None:
     return None
 
 
-def _wheel_dir(root: Path) -> list[Source]:
-    return [_source(path, path.name) for path in sorted(root.glob("*.whl")) if path.is_file()]
+def _wheel_dir(root: Path) -> tuple[list[Source], list[Result]]:
+    sources: list[Source] = []
+    failures: list[Result] = []
+    for path in sorted(root.glob("*.whl")):
+        if path.is_file():
+            _add_source(path, path.name, None, sources, failures)
+    return sources, failures
 
 
-def _source(path: Path, filename: str, sha256: str | None = None) -> Source:
+def _add_source(path: Path, filename: str, sha256: str | None, sources: list[Source], failures: list[Result]) -> None:
+    """A wheel whose file name says its project (PEP 427); any other name is this file's failure."""
     try:
         name = parse_wheel_filename(filename)[0]
-    except InvalidWheelFilename:
-        name = canonicalize_name(filename.split("-")[0])
-    return Source(path, filename, canonicalize_name(name), sha256)
+    except InvalidWheelFilename as exc:
+        failures.append(_failure(filename, str(path), MirrorError("filename", str(path), str(exc))))
+        return
+    sources.append(Source(path, filename, canonicalize_name(name), sha256))
 
 
 def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], int]:
@@ -239,7 +245,7 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
             except MirrorError as exc:
                 failures.append(_failure(name, f"{page}: {link.href}", exc))
                 continue
-            sources.append(_source(path, name, link.sha256))
+            _add_source(path, name, link.sha256, sources, failures)
     return sources, failures, skipped
 
 
@@ -340,13 +346,8 @@ def _decode_entry(name: str, value: Any, where: str) -> Entry:
 
 def _plain_wheel_name(name: str) -> bool:
     """A name that can only mean a file directly in OUTDIR (the state names files to delete)."""
-    if "/" in name or "\\" in name or "\0" in name or name.startswith("."):
-        return False
-    try:
-        parse_wheel_filename(name)
-    except InvalidWheelFilename:
-        return False
-    return True
+    return (0 < len(name) <= 255 and name.endswith(".whl") and not name.startswith(".")
+            and not any(c in name for c in "/\\\0"))
 
 
 def _ints(value: Any, n: int) -> bool:

@@ -1,0 +1,396 @@
+"""``backend-packager mirror``: wheels built here with ``python -m build``, and (marked
+``triton_wheel``) a mirror of real wheels from the index that pip installs from."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ElfFixtures, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, rezip
+
+from backend_packager import mirror
+
+PURE_PYPROJECT = """[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "plain-helper"
+version = "1.0"
+
+[tool.setuptools]
+packages = ["plain_helper"]
+"""
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> dict[str, Path]:
+    """A legacy backend wheel (entry point, C extension, plugin), a pure-Python wheel, and a
+    file named like a wheel that is not a zip."""
+    from test_migrate import _write_project
+
+    base = tmp_path_factory.mktemp("mirror-wheels")
+    backend = _write_project(base / "backend", "legacy-ep-backend", "legacy_ep_backend", elf_files.plugin_v2,
+                             "legacyep")
+    pure = base / "pure"
+    (pure / "plain_helper").mkdir(parents=True)
+    (pure / "plain_helper" / "__init__.py").write_text("VALUE = 1\n")
+    (pure / "pyproject.toml").write_text(PURE_PYPROJECT)
+    broken = base / "broken_backend-0.1-py3-none-any.whl"
+    broken.write_bytes(b"PK\x03\x04 this is not a complete zip file")
+    return {
+        "backend": built_wheel(backend, base / "backend-dist", build_env(None)),
+        "pure": built_wheel(pure, base / "pure-dist", build_env(None)),
+        "broken": broken,
+    }
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Keypair, Keypair]:
+    base = tmp_path_factory.mktemp("mirror-keys")
+    return keygen(base, "mirror-one"), keygen(base, "mirror-two")
+
+
+@pytest.fixture
+def src(tmp_path: Path, wheels: dict[str, Path]) -> Path:
+    d = tmp_path / "src"
+    d.mkdir()
+    for wheel in wheels.values():
+        shutil.copy2(wheel, d / wheel.name)
+    return d
+
+
+def run_mirror(src: Path | str, out: Path, key: Keypair, *extra: str) -> tuple[int, dict[str, Any], str]:
+    proc = run_cli("mirror", str(src), "-o", str(out), "--key", str(key.private), "--json", "--jobs", "2", *extra)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def statuses(doc: dict[str, Any]) -> dict[str, str]:
+    return {w["filename"]: w["status"] for w in doc["wheels"]}
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def mtimes(out: Path) -> dict[str, int]:
+    """Every file of the mirror but the lock file (opened, never written, by each run)."""
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != mirror.LOCK_FILE}
+
+
+def index_files(out: Path, project: str) -> dict[str, str]:
+    """filename -> sha256 from the PEP 691 page, checked against the PEP 503 page's anchors."""
+    doc = json.loads((out / "simple" / project / "index.json").read_text())
+    assert doc["meta"] == {"api-version": "1.0"} and doc["name"] == project
+    files = {f["filename"]: f["hashes"]["sha256"] for f in doc["files"]}
+    html = (out / "simple" / project / "index.html").read_text()
+    for name, digest in files.items():
+        assert f'href="../../{name}#sha256={digest}"' in html
+    return files
+
+
+def renamed(wheel: Path, version: str, out: Path) -> Path:
+    """The same wheel as release ``version`` (dist-info, METADATA and RECORD rewritten)."""
+    name, old = wheel.name.split("-")[:2]
+    target = out / wheel.name.replace(f"-{old}-", f"-{version}-")
+
+    def edit(members: dict[str, bytes]) -> None:
+        for member in list(members):
+            data = members.pop(member)
+            if member.endswith(".dist-info/METADATA"):
+                data = data.replace(f"Version: {old}\n".encode(), f"Version: {version}\n".encode())
+            members[member.replace(f"{name}-{old}.dist-info", f"{name}-{version}.dist-info")] = data
+
+    return rezip(wheel, target, edit)
+
+
+def test_first_run_migrates_copies_and_fails_per_wheel(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert code == 1
+    assert doc["format"] == 1
+    backend, pure, broken = (wheels[k].name for k in ("backend", "pure", "broken"))
+    assert statuses(doc) == {backend: "migrated", pure: "copied", broken: "failed"}
+    assert doc["summary"] == {"migrated": 1, "unchanged": 0, "copied": 1, "failed": 1}
+    (failed,) = [w for w in doc["wheels"] if w["status"] == "failed"]
+    assert failed["error"]["code"] == "wheel.not-zip" and failed["served"] is False
+    (migrated,) = [w for w in doc["wheels"] if w["status"] == "migrated"]
+    assert migrated["backends"] == ["legacyep"] and migrated["plugins"] == ["legacy_ep_backend/lib/libdemo_plugin.so"]
+    # the migrated wheel is signed; the copied one is the input, byte for byte; the broken one is absent
+    assert run_cli("verify", str(out / backend), "--trust", str(keys[0].public)).returncode == 0
+    assert sha(out / pure) == sha(wheels["pure"])
+    assert not (out / broken).exists()
+    root = json.loads((out / "simple" / "index.json").read_text())
+    assert root["projects"] == [{"name": "legacy-ep-backend"}, {"name": "plain-helper"}]
+    assert '<a href="plain-helper/">plain-helper</a>' in (out / "simple" / "index.html").read_text()
+    assert index_files(out, "legacy-ep-backend") == {backend: sha(out / backend)}
+    assert index_files(out, "plain-helper") == {pure: sha(wheels["pure"])}
+    assert not (out / "simple" / "broken-backend").exists()
+    assert not list(out.glob(".*.tmp")) and not (out / mirror.STAGING_DIR).exists()
+
+
+def test_plain_output_ends_with_the_summary_table(src: Path, keys: tuple, tmp_path: Path) -> None:
+    proc = run_cli("mirror", str(src), "-o", str(tmp_path / "out"), "--key", str(keys[0].private))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[-6:-1] == ["STATUS    WHEELS", "migrated  1", "unchanged 0", "copied    1", "failed    1"]
+    assert any(line.startswith("failed    broken_backend-0.1-py3-none-any.whl: wheel.not-zip: ") for line in lines)
+
+
+def test_rerun_changes_nothing(src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    before = mtimes(out)
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert code == 1  # the broken wheel still fails: the run says so every time
+    assert sorted(statuses(doc).values()) == ["failed", "unchanged", "unchanged"]
+    assert mtimes(out) == before
+    # touched inputs (new mtime, same bytes) are hashed again, not migrated again
+    for wheel in src.iterdir():
+        os.utime(wheel, ns=(1, 1))
+    _, doc, _ = run_mirror(src, out, keys[0])
+    assert sorted(statuses(doc).values()) == ["failed", "unchanged", "unchanged"]
+    assert {k: v for k, v in mtimes(out).items() if k != mirror.STATE_FILE} == {
+        k: v for k, v in before.items() if k != mirror.STATE_FILE}
+
+
+def test_adding_one_wheel_migrates_only_that_one(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                 tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    before = mtimes(out)
+    added = renamed(wheels["backend"], "2.0", src)
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert {k: v for k, v in statuses(doc).items() if v != "unchanged"} == {
+        added.name: "migrated", wheels["broken"].name: "failed"}
+    after = mtimes(out)
+    assert after.pop(added.name) and {k: after[k] for k in before if k.endswith(".whl")} == {
+        k: v for k, v in before.items() if k.endswith(".whl")}
+    assert set(index_files(out, "legacy-ep-backend")) == {wheels["backend"].name, added.name}
+    assert mtimes(out)["simple/plain-helper/index.html"] == before["simple/plain-helper/index.html"]
+    assert run_cli("verify", str(out / added.name), "--trust", str(keys[0].public)).returncode == 0
+
+
+def test_key_change_resigns_migrated_wheels_only(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    pure_mtime = (out / wheels["pure"].name).stat().st_mtime_ns
+    code, doc, _ = run_mirror(src, out, keys[1])
+    assert statuses(doc)[wheels["backend"].name] == "migrated"
+    assert statuses(doc)[wheels["pure"].name] == "unchanged"
+    assert (out / wheels["pure"].name).stat().st_mtime_ns == pure_mtime
+    backend = out / wheels["backend"].name
+    assert run_cli("verify", str(backend), "--trust", str(keys[1].public)).returncode == 0
+    assert run_cli("verify", str(backend), "--trust", str(keys[0].public)).returncode == 1
+    assert index_files(out, "legacy-ep-backend") == {backend.name: sha(backend)}
+
+
+def test_pass_through_failures_serves_the_original(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                   tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    broken = wheels["broken"].name
+    code, doc, _ = run_mirror(src, out, keys[0], "--pass-through-failures")
+    assert code == 1
+    (failed,) = [w for w in doc["wheels"] if w["status"] == "failed"]
+    assert failed["served"] is True and failed["error"]["code"] == "wheel.not-zip"
+    assert sha(out / broken) == sha(wheels["broken"])
+    assert index_files(out, "broken-backend") == {broken: sha(wheels["broken"])}
+    # without the flag again: the original is taken out of the index and the directory
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert code == 1 and not (out / broken).exists() and not (out / "simple" / "broken-backend").exists()
+    assert "broken-backend" not in (out / "simple" / "index.html").read_text()
+
+
+def test_removed_source_leaves_the_mirror(src: Path, wheels: dict[str, Path], keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    (src / wheels["pure"].name).unlink()
+    _, doc, _ = run_mirror(src, out, keys[0])
+    assert wheels["pure"].name not in statuses(doc)
+    assert not (out / wheels["pure"].name).exists() and not (out / "simple" / "plain-helper").exists()
+
+
+def test_second_run_waits_for_the_lock_or_exits_2(src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    exe = Path(sys.executable).parent / "backend-packager"
+    with (out / mirror.LOCK_FILE).open("w") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        busy = run_cli("mirror", str(src), "-o", str(out), "--key", str(keys[0].private), "--no-wait")
+        assert busy.returncode == 2 and "(mirror.busy)" in busy.stderr and "Traceback" not in busy.stderr
+        waiter = subprocess.Popen([str(exe), "mirror", str(src), "-o", str(out), "--key", str(keys[0].private),
+                                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert waiter.stderr is not None
+        assert "waiting for another mirror run" in waiter.stderr.readline()  # blocks until it waits
+        assert not (out / mirror.STATE_FILE).exists()  # nothing written while the lock is held
+    stdout, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 1 and json.loads(stdout)["summary"]["migrated"] == 1
+
+
+def test_concurrent_runs_leave_one_consistent_mirror(src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    exe = Path(sys.executable).parent / "backend-packager"
+    cmd = [str(exe), "mirror", str(src), "-o", str(out), "--key", str(keys[0].private), "--json"]
+    runs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    docs = [json.loads(run.communicate(timeout=120)[0]) for run in runs]
+    assert sorted(d["summary"]["migrated"] for d in docs) == [0, 1]  # one did the work, the other found it done
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert doc["summary"] == {"migrated": 0, "unchanged": 2, "copied": 0, "failed": 1}
+    for name, digest in index_files(out, "legacy-ep-backend").items():
+        assert sha(out / name) == digest
+
+
+BAD_STATES: dict[str, bytes] = {
+    "not-json": b"{\"format\": 1, ",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "huge-number": b"{\"format\": 1" + b"0" * 5000 + b"}",
+    "wrong-format": b"{\"format\": 2, \"tool\": \"x\", \"keyid\": null, \"entries\": {}}",
+    "not-utf8": b"\xff\xfe{}",
+    "entry-wrong-type": b"{\"format\": 1, \"tool\": \"x\", \"keyid\": null, \"entries\": {\"a\": []}}",
+}
+
+
+def _escaping_state(victim: str) -> bytes:
+    """A well-formed state whose entry names a file outside OUTDIR as a served output."""
+    entry = {"filename": victim, "source": "x", "project": "victim", "stat": [0, 0, 0, 0, 0], "sha256": "0" * 64,
+             "kind": "copied", "served": True, "output_sha256": "0" * 64, "output_stat": [1, 1], "keyid": None,
+             "backends": [], "plugins": [], "error": None}
+    return json.dumps({"format": 1, "tool": "0", "keyid": None, "entries": {victim: entry}}).encode()
+
+
+@pytest.mark.parametrize("kind", [*BAD_STATES, "escaping", "fifo", "symlink", "too-big"])
+def test_hostile_state_is_ignored_and_rebuilt(kind: str, src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    state = out / mirror.STATE_FILE
+    victim = tmp_path / "victim-1.0-py3-none-any.whl"
+    victim.write_bytes(b"keep me")
+    if kind in BAD_STATES:
+        state.write_bytes(BAD_STATES[kind])
+    elif kind == "escaping":
+        state.write_bytes(_escaping_state(f"../{victim.name}"))
+    elif kind == "fifo":
+        os.mkfifo(state)
+    elif kind == "symlink":
+        state.symlink_to(victim)
+    else:
+        with state.open("wb") as stream:
+            stream.truncate(mirror.MAX_STATE_BYTES + 1)
+    code, doc, _ = run_mirror(src, out, keys[0])
+    assert code == 1
+    assert any("(mirror.state)" in w for w in doc["warnings"]), doc["warnings"]
+    assert doc["summary"] == {"migrated": 1, "unchanged": 0, "copied": 1, "failed": 1}
+    assert victim.read_bytes() == b"keep me"
+    _, again, _ = run_mirror(src, out, keys[0])
+    assert again["summary"]["unchanged"] == 2 and again["warnings"] == []
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2**40) | st.text(max_size=80),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=20), inner, max_size=6),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.fixed_dictionaries({"format": st.just(1), "tool": st.text(max_size=5), "keyid": st.none(),
+                                  "entries": st.dictionaries(st.text(max_size=60), json_values, max_size=3)}),
+       extra=json_values)
+def test_state_decoding_never_raises(doc: dict[str, Any], extra: Any, tmp_path: Path) -> None:
+    """Any JSON in the state file is a usable state or a warning, never an exception, and a
+    decoded entry always names a plain wheel file in OUTDIR."""
+    for candidate in (doc, extra):
+        (tmp_path / mirror.STATE_FILE).write_text(json.dumps(candidate))
+        state, warnings = mirror.load_state(tmp_path)
+        assert (state is None) == bool(warnings)
+        for name in state.entries if state else []:
+            assert "/" not in name and not name.startswith(".") and name.endswith(".whl")
+
+
+def test_simple_index_source_is_confined_and_hash_checked(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                          tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    run_mirror(src, first, keys[0], "--pass-through-failures")
+    # the first mirror is a source: a PEP 503 tree on disk; add a page that escapes the tree
+    # and one whose file does not have the sha256 it names
+    outside = tmp_path / wheels["pure"].name
+    shutil.copy(wheels["pure"], outside)
+    (first / "simple" / "evil").mkdir()
+    (first / "simple" / "evil" / "index.html").write_text(
+        f'<a href="../../../{outside.name}">x</a>\n<a href="https://example.org/x-1.0-py3-none-any.whl">y</a>\n'
+        f'<a href="../../{wheels["pure"].name}#sha256={"0" * 64}">z</a>\n')
+    second = tmp_path / "second"
+    code, doc, _ = run_mirror(first, second, keys[1])
+    codes = sorted(w["error"]["code"] for w in doc["wheels"] if w["error"])
+    assert codes == ["mirror.duplicate", "mirror.source", "mirror.source", "wheel.not-zip"], doc["wheels"]
+    assert statuses(doc)[wheels["backend"].name] == "migrated"  # re-signed with the second key
+    assert run_cli("verify", str(second / wheels["backend"].name), "--trust", str(keys[1].public)).returncode == 0
+    # the sha256 a page names is checked: a file that does not match fails
+    (first / "simple" / "evil" / "index.html").write_text(
+        f'<a href="../../{wheels["pure"].name}#sha256={"0" * 64}">z</a>\n')
+    shutil.rmtree(first / "simple" / "plain-helper")
+    code, doc, _ = run_mirror(first, tmp_path / "third", keys[1])
+    (bad,) = [w for w in doc["wheels"] if w["filename"] == wheels["pure"].name]
+    assert bad["error"]["code"] == "mirror.source-hash"
+
+
+def test_leftovers_of_a_killed_run_are_removed(src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    leftovers = [out / ".legacy_ep_backend-1.0.whl.x1y2.tmp", out / "simple" / "plain-helper" / ".index.html.a.tmp",
+                 out / mirror.STAGING_DIR / "half.whl"]
+    for path in leftovers:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"half")
+    run_mirror(src, out, keys[0])
+    assert not any(p.exists() for p in leftovers)
+
+
+def test_usage_errors_exit_2(src: Path, keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    missing = run_cli("mirror", str(tmp_path / "nope"), "-o", str(out), "--key", str(keys[0].private))
+    assert missing.returncode == 2 and "(input.missing)" in missing.stderr
+    inside = run_cli("mirror", str(src), "-o", str(src), "--key", str(keys[0].private))
+    assert inside.returncode == 2 and "(input.output)" in inside.stderr
+    env_free = {k: v for k, v in os.environ.items() if k != "BACKEND_PACKAGER_SIGNING_KEY"}
+    exe = Path(sys.executable).parent / "backend-packager"
+    nokey = subprocess.run([str(exe), "mirror", str(src), "-o", str(out)], capture_output=True, text=True,
+                           env=env_free)
+    assert nokey.returncode == 2 and "needs --key" in nokey.stderr
+
+
+def test_pip_installs_from_the_mirror(src: Path, wheels: dict[str, Path], keys: tuple, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    python = fresh_venv(tmp_path / "venv")
+    pip_from_mirror(python, out, "legacy-ep-backend", "plain-helper", "--no-deps")
+    code = "import legacy_ep_backend, plain_helper; print(plain_helper.VALUE)"
+    assert subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout == "1\n"
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    assert (site / "legacy_ep_backend-1.0.dist-info" / "triton-backend-manifest.json").exists() or any(
+        site.glob("legacy_ep_backend-1.0.dist-info/*manifest*"))
+
+
+def pip_from_mirror(python: Path, out: Path, *args: str) -> None:
+    """pip with the mirror as its only index (no config file, no find-links of this machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check",
+           "--index-url", (out / "simple").as_uri(), *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
