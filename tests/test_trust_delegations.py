@@ -308,7 +308,8 @@ def cli(place: Place) -> Cli:
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1 and result.stdout == "", result
+    # Each use is input that cannot be used: exit 2 (the runtime CLI's grammar).
+    assert result.returncode == 2 and result.stdout == "", result
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("python -m triton_backend_runtime: error: "), result.stderr
     return lines[0]
@@ -359,7 +360,7 @@ def test_cli_min_version(cli: Cli, place: Place) -> None:
     with pytest.raises(TrustStoreError, match="below the floor 3.0") as err:
         check_floor(store, "triton-foo", "2.5", "m")
     assert err.value.code == "trust.rollback"
-    # Invalid input: one line on stderr, exit 1, nothing written.
+    # Invalid input: one line on stderr, exit 2, nothing written.
     line = one_error_line(cli("min-version", "triton-foo", "1.x", "--user"))
     assert "'1.x' is not a PEP 440 version" in line
     assert "not a distribution name" in one_error_line(cli("min-version", "foo@bar", "1.0", "--user"))

@@ -1,15 +1,22 @@
 """``python -m triton_backend_runtime``: doctor, list, hook and trust commands.
 
-Exit codes: 0 all is well; 1 something was excluded, failed or rejected (doctor, list) or
-a command failed; 2 usage error.
+Exit codes: 0 all is well; 1 a checked failure (doctor, list: something excluded, failed or
+rejected; trust list: a bad trust file; trust remove: no such key; a file that cannot be
+written); 2 usage or unusable input (a bad option, a key file that cannot be read or holds
+no public key). ``--json`` documents carry ``"format": JSON_FORMAT``. A closed pipe
+(``| head``) ends the command quietly; an OSError is one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import registry as reg
@@ -18,6 +25,13 @@ from .verdict import Reason
 from .vocab import BAD_STATES, STRICT
 
 PROG = "python -m triton_backend_runtime"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: The version of every --json document's layout; raised when a key changes meaning or goes.
+JSON_FORMAT = 1
+
+
+class UnusableInput(Exception):
+    """A file or value given on the command line that cannot be used: exit 2."""
 
 
 def _exercise(rehash: bool) -> reg.Registry:
@@ -61,10 +75,11 @@ def _unenforced(doc: dict[str, Any]) -> bool:
 def cmd_list(args: argparse.Namespace) -> int:
     doc = _exercise(args.rehash).report()
     if args.json:
-        print(json.dumps(doc, indent=1, sort_keys=True))
+        print(json.dumps({"format": JSON_FORMAT, **doc}, indent=1, sort_keys=True))
     else:
         for row in doc["backends"]:
-            print(f"{row['name']}\t{row['distribution']} {row['version']}\t{row['trust']}\t{row['state']}")
+            reason = f"\t{row['reason']['code']}" if args.verbose and row["reason"] else ""
+            print(f"{row['name']}\t{row['distribution']} {row['version']}\t{row['trust']}\t{row['state']}{reason}")
         for row in doc["plugins"]:
             print(f"plugin {row['path']}\t{row['distribution']} {row['version']}\t{row['trust']}\t{row['state']}")
     return 0 if _healthy(doc) else 1
@@ -159,12 +174,13 @@ def cmd_trust(args: argparse.Namespace) -> int:
     directory = t.user_trust_dir() if args.user else t.system_trust_dir()
     if args.action == "min-version":
         return _trust_min_version(directory, args.dist, args.version)
-    with open(args.key, encoding="utf-8") as stream:
-        text = stream.read()
-    keys = t.parse_key_file(text, args.key)
-    if not keys:
-        raise TrustError("key", args.key, "the file holds no public key")
-    scope = t.parse_scope_names(args.scope, "--scope") if args.scope is not None else None
+    if args.action == "remove":
+        return _trust_remove(directory, args.key)
+    text, keys = _key_file(args.key)
+    try:
+        scope = t.parse_scope_names(args.scope, "--scope") if args.scope is not None else None
+    except TrustError as exc:
+        raise UnusableInput(str(exc)) from None
     os.makedirs(directory, exist_ok=True)
     # The scope goes in before the key: a failure in between leaves a scope, never a wider key.
     if scope is not None:
@@ -183,11 +199,13 @@ def _trust_min_version(directory: str, dist: str, version: str) -> int:
 
     from . import trust as t
 
-    name = t.parse_name(dist, "min-version")
     try:
+        name = t.parse_name(dist, "min-version")
         Version(version)
+    except TrustError as exc:
+        raise UnusableInput(str(exc)) from None
     except InvalidVersion:
-        raise TrustError("version", "min-version", f"{version[:80]!r} is not a PEP 440 version") from None
+        raise UnusableInput(f"min-version: {version[:80]!r} is not a PEP 440 version") from None
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, t.FLOORS_FILE)
     replaced = t.set_floor(directory, name, version)
@@ -226,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     doctor = sub.add_parser("doctor", help="explain every backend and plugin: distribution, state, signer, reason")
     doctor.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
-    doctor.set_defaults(func=cmd_doctor)
+    doctor.add_argument("--json", action="store_true", help=f"the report as JSON (\"format\": {JSON_FORMAT})")
+    doctor.set_defaults(func=_doctor_entry)
     listing = sub.add_parser("list", help="list backends and plugins with their state")
     listing.add_argument("--json", action="store_true", help="the full report as JSON")
     listing.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
@@ -250,20 +269,232 @@ def build_parser() -> argparse.ArgumentParser:
     floor.add_argument("version", help="lowest admitted version (PEP 440)")
     floor.add_argument("--user", action="store_true", help=user_help)
     trust_actions.add_parser("list", help="trusted keys with their scopes, version floors, revocations")
+    remove = trust_actions.add_parser(
+        "remove", help="stop trusting a key: its lines leave the trust directory's .pub files (atomically)"
+    )
+    remove.add_argument("key", metavar="KEYID_OR_FILE",
+                        help="a keyid (or a prefix of at least 8 hex digits) or a public key file")
+    remove.add_argument("--user", action="store_true", help=user_help)
     trust.set_defaults(func=cmd_trust)
+    _grammar(parser, sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit as exc:  # argparse: --help, --version, usage errors
+            code = exc.code if isinstance(exc.code, int) else EXIT_OK if exc.code is None else EXIT_USAGE
+        sys.stdout.flush()  # here, so that a closed pipe is met inside the handler below
+        return code
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with _quiet(args.quiet and not getattr(args, "json", False)):
+            return int(args.func(args))
+    except BrokenPipeError:
+        raise  # an OSError, but not an error of the command: main ends quietly
+    except UnusableInput as exc:
+        return _fail(str(exc), EXIT_USAGE)
     except TrustError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), EXIT_FAILED)
     except OSError as exc:
-        print(f"{PROG}: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 1
+        return _fail(_os_error(exc), EXIT_FAILED)
+
+
+
+# -- one grammar: --version, -q/-v, exit codes, pipes -------------------------------------
+
+
+def _grammar(parser: argparse.ArgumentParser, sub: Any) -> None:
+    """``--version`` and ``-q``/``-v``, the latter before or after the command."""
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    for command, default in [(parser, False), *((p, argparse.SUPPRESS) for p in _commands(sub))]:
+        group = command.add_mutually_exclusive_group()
+        group.add_argument("-q", "--quiet", action="store_true", default=default,
+                           help="print nothing but errors; the exit code tells the rest")
+        group.add_argument("-v", "--verbose", action="store_true", default=default,
+                           help="print more detail (doctor: the core and discovery; list: reason codes)")
+
+
+def _commands(sub: Any) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for command in dict.fromkeys(sub.choices.values()):
+        found.append(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += _commands(action)
+    return found
+
+
+@contextlib.contextmanager
+def _quiet(enabled: bool) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    from .registry import BackendWarning
+
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull), warnings.catch_warnings():
+        warnings.simplefilter("ignore", BackendWarning)
+        yield
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        return _pipe_closed()
+    return code
+
+
+def _os_error(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else "error"
+    return f"{where}: {exc.strerror or exc}"
+
+
+def _pipe_closed() -> int:
+    """The reader went away (``| head``): stop without a traceback, and keep Python's exit
+    flush from raising again (the recipe in the signal module's documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_FAILED
+
+
+# -- doctor --json ------------------------------------------------------------------------
+
+
+def _doctor_entry(args: argparse.Namespace) -> int:
+    if not args.json:
+        code = int(cmd_doctor(args))
+        if args.verbose:
+            _doctor_details(reg.get().report())
+        return code
+    from .autohook import pth_path
+
+    doc = _exercise(args.rehash).report()
+    hook = pth_path()
+    healthy = _healthy(doc)
+    out = {"format": JSON_FORMAT, "healthy": healthy, "enforced": not _unenforced(doc),
+           "hook": {"installed": os.path.exists(hook), "path": hook}, **doc}
+    print(json.dumps(out, indent=1, sort_keys=True))
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
+def _doctor_details(doc: dict[str, Any]) -> None:
+    print("\nDetails:")
+    print(f"  discovery:   {doc['discovery']}")
+    print(f"  cache file:  {doc['cache']}")
+    print(f"  manifests:   {doc['manifest_digest'] or 'none'}")
+    core = doc.get("triton_core") or {}
+    for key in sorted(core):
+        print(f"  core {key}: {core[key]}")
+
+
+# -- trust remove -------------------------------------------------------------------------
+
+
+def _key_file(path: str) -> tuple[str, list[Any]]:
+    """The public keys of a file named on the command line; anything else is unusable input."""
+    from . import trust as t
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read(1024 * 1024)
+    except (OSError, UnicodeDecodeError) as exc:
+        detail = _os_error(exc) if isinstance(exc, OSError) else f"{path}: not a text file"
+        raise UnusableInput(f"cannot read key file: {detail}") from None
+    try:
+        keys = t.parse_key_file(text, path)
+    except TrustError as exc:
+        raise UnusableInput(f"{exc} (a public key line as written by backend-packager keygen)") from None
+    if not keys:
+        raise UnusableInput(f"{path}: the file holds no public key")
+    return text, keys
+
+
+def _trust_remove(directory: str, target: str) -> int:
+    wanted = _keyids(target)
+    removed: set[str] = set()
+    for path in _pub_files(directory):
+        removed |= _remove_lines(path, wanted)
+    if not removed:
+        print(f"{PROG}: error: {directory}: no trusted key matches {target}", file=sys.stderr)
+        return EXIT_FAILED
+    if len(removed) > 1 and not os.path.isfile(target):
+        raise UnusableInput(f"{target}: the prefix matches {len(removed)} keys ({', '.join(sorted(removed))}); "
+                            "give more digits")
+    for keyid in sorted(removed):
+        print(f"removed {keyid} from {directory}")
+    from .trust import load_trust_store
+
+    still = sorted(k for k in load_trust_store()[0].keys if k in removed)
+    for keyid in still:
+        print(f"  note: {keyid} is still trusted from another trust directory (trust list shows where)")
+    return EXIT_OK
+
+
+def _keyids(target: str) -> Callable[[str], bool]:
+    if os.path.isfile(target):
+        exact = {key.keyid for key in _key_file(target)[1]}
+        return exact.__contains__
+    prefix = target.lower()
+    if not re.fullmatch(r"[0-9a-f]{8,64}", prefix):
+        raise UnusableInput(f"{target}: neither a key file nor a keyid (8 to 64 hex digits)")
+    return lambda keyid: keyid.startswith(prefix)
+
+
+def _pub_files(directory: str) -> list[str]:
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(e.path for e in entries if e.name.endswith(".pub") and e.is_file(follow_symlinks=False))
+    except FileNotFoundError:
+        return []
+
+
+def _remove_lines(path: str, matches: Callable[[str], bool]) -> set[str]:
+    """Drop the key lines of ``path`` whose keyid ``matches``: the file is rewritten at once,
+    or removed when no key is left in it. Lines that are not keys are kept as they are."""
+    from . import trust as t
+
+    with open(path, encoding="utf-8") as stream:
+        lines = stream.read(1024 * 1024).splitlines()
+    kept: list[str] = []
+    removed: set[str] = set()
+    keys_left = 0
+    for line in lines:
+        keyid = _keyid_of_line(line, path)
+        if keyid is not None and matches(keyid):
+            removed.add(keyid)
+            continue
+        kept.append(line)
+        keys_left += keyid is not None
+    if removed:
+        if keys_left:
+            t.write_atomic(path, ("\n".join(kept) + "\n").encode("utf-8"))
+        else:
+            os.unlink(path)
+    return removed
+
+
+def _keyid_of_line(line: str, where: str) -> str | None:
+    from . import trust as t
+
+    if not line.strip() or line.lstrip().startswith("#"):
+        return None
+    try:
+        return t.parse_key_line(line.strip(), where).keyid
+    except TrustError:
+        return None
 
 
 if __name__ == "__main__":

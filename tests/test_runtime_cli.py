@@ -1,0 +1,202 @@
+"""The runtime CLI's grammar: --version, -q/-v, --json with "format", trust remove, exit
+codes (0 ok, 1 checked failure, 2 usage or unusable input), closed pipes, OSErrors.
+
+The CLI runs as a subprocess from a throwaway environment (its ``sys.prefix`` is the system
+trust location) with the user's config and cache under tmp_path, so nothing touches this
+machine's trust store. Without Triton installed there, doctor and list find a problem
+(``load.triton``): a checked failure, exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from triton_backend_runtime import __version__
+
+from backend_packager import signing
+
+RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+PROG = "python -m triton_backend_runtime"
+
+
+class Cli:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        venv = root / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        self.python = venv / "bin" / "python"
+        self.system = venv / "etc" / "triton-backend" / "trusted"
+        self.user = root / "config" / "triton-backend" / "trusted"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON", "XDG_"))}
+        paths = [str(RUNTIME), *site.getsitepackages()]  # the runtime, packaging, cryptography
+        return env | {"XDG_CONFIG_HOME": str(self.root / "config"), "HOME": str(self.root / "home"),
+                      "PYTHONPATH": os.pathsep.join(paths), "TRITON_BACKEND_CACHE_DIR": str(self.root / "cache")}
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(self.python), "-m", "triton_backend_runtime", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=self.env(), cwd=self.root)
+
+    def key(self, name: str) -> tuple[str, Path]:
+        public = signing.generate(self.root / f"{name}.pem", self.root / f"{name}.pub", name, None)
+        return public.keyid, self.root / f"{name}.pub"
+
+
+@pytest.fixture()
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+    assert result.returncode == code, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_version(cli: Cli) -> None:
+    result = cli("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"{PROG} {__version__}")
+
+
+def test_list_and_doctor_json_carry_the_format(cli: Cli) -> None:
+    listing = cli("list", "--json")
+    doc = json.loads(listing.stdout)
+    assert doc["format"] == 1 and listing.returncode == 1
+    assert [p["code"] for p in doc["problems"]] == ["load.triton"]
+    doctor = cli("doctor", "--json")
+    report = json.loads(doctor.stdout)
+    assert (report["format"], report["healthy"], doctor.returncode) == (1, False, 1)
+    assert report["hook"] == {"installed": False, "path": report["hook"]["path"]}
+    assert report["problems"] == doc["problems"] and report["backends"] == doc["backends"] == []
+
+
+def test_quiet_prints_nothing_but_the_exit_code_tells(cli: Cli) -> None:
+    for args in (["-q", "doctor"], ["doctor", "-q"], ["list", "--quiet"]):
+        result = cli(*args)
+        assert (result.returncode, result.stdout) == (1, ""), (args, result)
+    keyid, pub = cli.key("k")
+    added = cli("trust", "add", str(pub), "--user", "-q")
+    assert (added.returncode, added.stdout) == (0, "")
+    # --json is what was asked for: -q does not hide it.
+    assert json.loads(cli("-q", "list", "--json").stdout)["format"] == 1
+    assert cli("-q", "-v", "doctor").returncode == 2
+
+
+def test_verbose_adds_detail(cli: Cli) -> None:
+    plain, verbose = cli("doctor"), cli("doctor", "-v")
+    assert "Details:" not in plain.stdout and "Details:" in verbose.stdout
+    assert "discovery:   entry-points" in verbose.stdout
+    assert verbose.stdout.startswith(plain.stdout.rstrip("\n"))
+
+
+def test_trust_remove_by_keyid_prefix_and_by_file(cli: Cli) -> None:
+    one, one_pub = cli.key("one")
+    two, two_pub = cli.key("two")
+    for pub in (one_pub, two_pub):
+        assert cli("trust", "add", str(pub), "--user").returncode == 0
+    assert sorted(p.name for p in cli.user.glob("*.pub")) == sorted(f"{k[:16]}.pub" for k in (one, two))
+    removed = cli("trust", "remove", one[:12], "--user")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines() == [f"removed {one} from {cli.user}"]
+    assert [p.name for p in cli.user.glob("*.pub")] == [f"{two[:16]}.pub"]
+    assert one not in cli("trust", "list").stdout and two in cli("trust", "list").stdout
+    assert cli("trust", "remove", str(two_pub), "--user").returncode == 0
+    assert list(cli.user.glob("*.pub")) == []
+    # Gone already: a checked failure; nothing but the .pub files was touched.
+    line = one_error(cli("trust", "remove", one, "--user"), 1)
+    assert line.endswith(f"{cli.user}: no trusted key matches {one}")
+
+
+def test_trust_remove_keeps_the_other_lines_of_a_file(cli: Cli) -> None:
+    one, one_pub = cli.key("one")
+    two, two_pub = cli.key("two")
+    cli.user.mkdir(parents=True)
+    shared = cli.user / "team.pub"
+    shared.write_text(f"# the team's keys\n{one_pub.read_text().strip()}\n{two_pub.read_text().strip()}\n")
+    assert cli("trust", "remove", one, "--user").returncode == 0
+    assert shared.read_text() == f"# the team's keys\n{two_pub.read_text().strip()}\n"
+    assert sorted(os.listdir(cli.user)) == ["team.pub"], "no temporary left behind"
+
+
+def test_trust_remove_refuses_what_it_cannot_use(cli: Cli) -> None:
+    one, one_pub = cli.key("one")
+    assert cli("trust", "add", str(one_pub), "--user").returncode == 0
+    assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", "xyz", "--user"), 2)
+    assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", one[:7], "--user"), 2)
+    private = cli.root / "one.pem"
+    assert "public key line" in one_error(cli("trust", "remove", str(private), "--user"), 2)
+    assert list(cli.user.glob("*.pub")), "nothing removed"
+
+
+def test_trust_remove_from_the_system_directory_notes_a_key_still_trusted(cli: Cli) -> None:
+    one, one_pub = cli.key("one")
+    assert cli("trust", "add", str(one_pub)).returncode == 0
+    assert cli("trust", "add", str(one_pub), "--user").returncode == 0
+    result = cli("trust", "remove", one)
+    assert result.returncode == 0 and f"removed {one} from {cli.system}" in result.stdout
+    assert "still trusted from another trust directory" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["trust", "add", "missing.pub", "--user"], 2, "cannot read key file: missing.pub: No such file"),
+        (["trust", "add", "one.pem", "--user"], 2, "public key line"),
+        (["trust", "min-version", "triton", "1.x", "--user"], 2, "'1.x' is not a PEP 440 version"),
+        (["hook", "install", "--site", "nowhere/at/all"], 1, "nowhere/at/all"),
+    ],
+)
+def test_exit_codes_and_one_line_errors(cli: Cli, args: list[str], code: int, text: str) -> None:
+    cli.key("one")
+    assert text in one_error(cli(*args), code)
+
+
+def test_unwritable_trust_directory_is_one_line(cli: Cli) -> None:
+    _, pub = cli.key("one")
+    (cli.root / "config").write_text("a file where the config directory should be\n")
+    assert "config" in one_error(cli("trust", "add", str(pub), "--user"), 1)
+
+
+def test_a_long_output_into_a_closed_pipe_is_not_an_error(cli: Cli) -> None:
+    # More than a pipe buffer: print itself fails, inside the command (not at the final flush).
+    cli.user.mkdir(parents=True)
+    (cli.user / "revoked").write_text("".join(f"{i:064x}\n" for i in range(5000)))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([str(cli.python), "-m", "triton_backend_runtime", "trust", "list"], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, env=cli.env(), cwd=cli.root)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+def test_usage_errors_exit_2(cli: Cli) -> None:
+    for args in ([], ["frob"], ["trust", "remove"], ["doctor", "--nope"]):
+        result = cli(*args)
+        assert result.returncode == 2 and "usage:" in result.stderr, (args, result)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["list", "--json"], ["doctor"], ["trust", "list", "-v"]])
+def test_a_closed_pipe_ends_quietly(cli: Cli, args: list[str]) -> None:
+    # The reader is gone before anything is written (`| head -0`): every write fails with
+    # EPIPE, deterministically. No traceback, no "Exception ignored" at exit.
+    cli.user.mkdir(parents=True)
+    (cli.user / "revoked").write_text("0" * 64 + "\n")  # so that trust list prints a line
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([str(cli.python), "-m", "triton_backend_runtime", *args], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, env=cli.env(), cwd=cli.root)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, "")
