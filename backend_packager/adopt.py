@@ -1,0 +1,608 @@
+"""``backend-packager adopt``: sign an installed distribution in place, or write its wheel.
+
+A platform team whose Triton came preinstalled (a container image, a GPU machine) has no
+wheel to migrate. ``adopt`` takes the distribution as it is installed, in three steps:
+
+1. **Check** every row of its RECORD (PEP 376, and the "Recording installed projects"
+   specification) against the file on disk, reading the installed tree as hostile input
+   with the runtime's own rules (:mod:`triton_backend_runtime.installed`): a plain relative
+   path inside the site-packages directory, whose directory does not resolve outside it
+   through a symlink; a regular file, opened without following a final symlink and without
+   blocking; its size compared with RECORD's before any read, and no more read than that.
+   Code in the distribution's packages that RECORD does not list is refused too (the
+   runtime would refuse it as ``verify.unlisted``). Any difference refuses the adoption,
+   listing every file. What the installer generated is not part of the wheel and is left
+   out unread: the bytecode it compiled (``__pycache__/*.pyc``, recorded without a hash) and
+   the wrappers of the distribution's console and GUI scripts (``bin/NAME`` outside
+   site-packages, where the entry points say).
+2. **Plan and seal** exactly as ``migrate`` does: the checked files become a
+   :class:`~backend_packager.wheelfile.WheelContents`, planned by
+   :func:`~backend_packager.migrate.plan_migration` (backends from the ``triton.backends``
+   entry points, else the ``triton/backends/<name>/`` directories, then declared as entry
+   points), checked by :func:`~backend_packager.rewrite.check_coverage` and signed by
+   :func:`~backend_packager.signing.seal`. ``entry_points.txt`` is rewritten only when its
+   meaning changes.
+3. **Write in place**, each file whole or not at all (the one atomic writer): the manifest
+   first, then ``entry_points.txt``, RECORD last. An interrupted run is finished by running
+   ``adopt`` again with the same key: a file adopt writes (the manifest, ``entry_points.txt``)
+   that differs from RECORD is accepted when the manifest on disk is signed by that key and
+   vouches for it as it is.
+
+``--wheel-out DIR`` leaves the installed files alone and writes a wheel instead: the checked
+files, read again and compared with what was checked, into a plain wheel in a temporary
+directory, which ``migrate`` itself then signs into ``DIR``.
+"""
+
+from __future__ import annotations
+
+import csv
+import email.parser
+import hashlib
+import io
+import os
+import posixpath
+import stat
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from email.message import Message
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from triton_backend_runtime import dsse
+from triton_backend_runtime.atomicfile import write_atomic
+from triton_backend_runtime.errors import TrustError, VerifyError
+from triton_backend_runtime.installed import (
+    CHUNK,
+    MAX_WALK_ENTRIES,
+    Confinement,
+    open_regular,
+    read_bounded,
+    walk_files,
+    wheel_path_parts,
+)
+from triton_backend_runtime.layout import MANIFEST_FILENAME, is_shared_library
+from triton_backend_runtime.manifest import Artifact, is_installer_file
+from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.trust import TrustStore
+
+from . import entrypoints, records
+from .artifacts import artifact_from_bytes
+from .assemble import Injection
+from .elf import ELF_MAGIC, scan_elf
+from .errors import ElfError, InputError
+from .migrate import Outcome, migrate_wheel, plan_migration, source_date_epoch
+from .rewrite import check_coverage
+from .signing import SigningKey, seal
+from .wheelfile import WheelContents
+from .writer import FOREIGN_BINARY, replaced_members
+
+#: RECORD, METADATA, WHEEL, entry_points.txt larger than these are not a distribution's own.
+MAX_RECORD_BYTES = 16 << 20
+MAX_METADATA_BYTES = 4 << 20
+#: Where installers put script wrappers, relative to the scheme's prefix.
+SCRIPT_DIRS = ("bin", "Scripts")
+_SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
+_CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
+
+
+class InstalledError(TrustError):
+    """An installed file that differs from its RECORD row, or that adopt will not read."""
+
+    code_prefix = "installed"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One installed file, checked against RECORD: its record for the manifest, as read."""
+
+    path: str  # as RECORD names it, relative to site-packages
+    full: str  # on disk
+    artifact: Artifact
+    mode: int
+    mtime: float
+    warning: str | None = None
+
+
+@dataclass
+class Installed:
+    """One installed distribution: where it is, its metadata, and its RECORD rows in order."""
+
+    site: str
+    dist_info: str  # the directory's name, as wheel paths start
+    metadata: Message
+    wheel: Message
+    rows: list[records.RecordRow]
+    entry_points: entrypoints.EntryPoints
+
+    def full(self, path: str) -> str:
+        return os.path.join(self.site, *path.split("/"))
+
+    @property
+    def manifest_path(self) -> str:
+        return f"{self.dist_info}/{MANIFEST_FILENAME}"
+
+
+@dataclass
+class Adoption(Outcome):
+    """What happened to one installed distribution (``migrate``'s outcome, plus what adopt saw)."""
+
+    mismatches: list[TrustError] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    skipped: int = 0  # rows for files the installer generated (bytecode, script wrappers)
+
+    def as_dict(self) -> dict[str, object]:
+        return {**super().as_dict(), "mismatches": [e.as_dict() for e in self.mismatches],
+                "written": self.written, "skipped": self.skipped}
+
+
+def adopt(site: Path, name: str, key: SigningKey, *, wheel_out: Path | None = None, jobs: int = 1) -> Adoption:
+    """Adopt the distribution ``name`` installed in ``site``; errors land in the outcome."""
+    outcome = Adoption(site / name)
+    started = time.perf_counter()
+    try:
+        installed = read_installed(site, name)
+        outcome.source = Path(installed.full(installed.dist_info))
+        checked = check_installed(installed, key, jobs, outcome)
+        if wheel_out is not None:
+            _adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome)
+        else:
+            _adopt_in_place(installed, checked, key, outcome)
+    except TrustError as exc:
+        outcome.error, outcome.status = exc, "failed"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+# --- locate and read -------------------------------------------------------------------------
+
+
+def read_installed(site: Path, name: str) -> Installed:
+    """The one ``.dist-info`` for ``name`` in ``site`` (PEP 503 names), its metadata read within bounds."""
+    dist_info = _locate(site, name)
+    full = os.path.join(site, dist_info)
+    Confinement(str(site)).check(os.path.join(full, "RECORD"))
+    metadata = _headers(full, "METADATA", ("Name", "Version"))
+    if canonicalize_name(metadata["Name"]) != canonicalize_name(name):
+        raise InstalledError("metadata", os.path.join(full, "METADATA"), f"names {metadata['Name']!r}, not {name!r}")
+    record_text = _text(os.path.join(full, "RECORD"), MAX_RECORD_BYTES)
+    if record_text is None:
+        raise InstalledError("record", os.path.join(full, "RECORD"), "no RECORD: nothing to check the files against")
+    rows = _record_rows(record_text, os.path.join(full, "RECORD"))
+    eps_path = os.path.join(full, "entry_points.txt")
+    eps_text = _text(eps_path, MAX_METADATA_BYTES)
+    eps = entrypoints.parse(eps_text, eps_path) if eps_text else {}
+    return Installed(str(site), dist_info, metadata, _headers(full, "WHEEL", ("Wheel-Version", "Tag")), rows, eps)
+
+
+def _locate(site: Path, name: str) -> str:
+    try:
+        entries = os.listdir(site)
+    except OSError as exc:
+        raise InputError("site-packages", str(site), f"cannot list the directory: {exc.strerror}") from None
+    want = canonicalize_name(name)
+    found = sorted(e for e in entries
+                   if e.endswith(".dist-info") and canonicalize_name(e[: -len(".dist-info")].split("-")[0]) == want)
+    if not found:
+        raise InputError("not-installed", str(site / name), "no installed distribution of that name here")
+    if len(found) > 1:
+        raise InputError("ambiguous", str(site / name), f"several installed: {', '.join(found)}")
+    return found[0]
+
+
+def _text(path: str, limit: int) -> str | None:
+    """A small regular file's text; None when absent. Never follows a symlink, never blocks."""
+    try:
+        data = read_bounded(path, limit)
+    except VerifyError as exc:
+        if exc.code == "verify.missing":
+            return None
+        raise InstalledError(exc.code.split(".", 1)[1], path, exc.detail) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InstalledError("metadata", path, "not UTF-8") from None
+
+
+def _headers(dist_info: str, leaf: str, required: tuple[str, ...]) -> Message:
+    path = os.path.join(dist_info, leaf)
+    text = _text(path, MAX_METADATA_BYTES)
+    message = email.parser.HeaderParser().parsestr(text or "")
+    for header in required:
+        if not message.get(header):
+            raise InstalledError("metadata", path, f"no {header} header" if text is not None else "missing")
+    return message
+
+
+def _record_rows(text: str, where: str) -> list[records.RecordRow]:
+    """RECORD's rows in order; a path listed twice is refused (which row would be checked?)."""
+    rows = list(records.parse(text, where).values())
+    listed = sum(1 for row in csv.reader(io.StringIO(text)) if row)
+    if listed != len(rows):
+        raise InstalledError("record", where, f"lists {listed - len(rows)} path(s) more than once")
+    return rows
+
+
+# --- check -----------------------------------------------------------------------------------
+
+
+def check_installed(installed: Installed, key: SigningKey, jobs: int, outcome: Adoption) -> list[Checked]:
+    """Every file RECORD lists, checked; raises listing every mismatch (in ``outcome`` too)."""
+    wanted, mismatches = _classify(installed, outcome)
+    checked, failed = _check_all(installed, wanted, jobs)
+    failed = _finish_interrupted(installed, key, failed, checked)
+    mismatches += failed + _unrecorded(installed, [installed.full(r.path) for r in wanted])
+    if mismatches:
+        outcome.mismatches = sorted(mismatches, key=lambda e: e.path)
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        first = outcome.mismatches[0]
+        raise InstalledError("mismatch", first.path, f"{first.detail}{more}: the installed files differ from "
+                             "RECORD; not signing them (reinstall the distribution)")
+    return sorted(checked, key=lambda c: c.path)
+
+
+def _classify(installed: Installed, outcome: Adoption) -> tuple[list[records.RecordRow], list[TrustError]]:
+    """Rows to check, and rows refused outright; rows for generated files are counted, not read."""
+    scripts = {n for g in _SCRIPT_GROUPS for n in installed.entry_points.get(g, {})}
+    own_record = f"{installed.dist_info}/RECORD"
+    wanted: list[records.RecordRow] = []
+    refused: list[TrustError] = []
+    for row in installed.rows:
+        if row.path == own_record:
+            continue
+        if not _inside(row.path):
+            if _is_script_wrapper(row.path, scripts):
+                outcome.skipped += 1
+            else:
+                refused.append(InstalledError("path", row.path, "RECORD names a file outside site-packages "
+                                              "(not a plain relative path); adopt reads only inside it"))
+        elif row.sha256 is None:
+            if _is_bytecode(row.path):
+                outcome.skipped += 1
+            else:
+                refused.append(InstalledError("unhashed", installed.full(row.path), "RECORD gives no sha256"))
+        elif row.size is None:
+            refused.append(InstalledError("unsized", installed.full(row.path), "RECORD gives no size"))
+        else:
+            wanted.append(row)
+    return wanted, refused
+
+
+def _inside(path: str) -> bool:
+    try:
+        wheel_path_parts(path, path)
+    except VerifyError:
+        return False
+    return True
+
+
+def _is_script_wrapper(path: str, scripts: set[str]) -> bool:
+    """``../../../bin/NAME``: what installers write for a console or GUI script entry point."""
+    parts = posixpath.normpath(path).split("/")
+    name = parts[-1].removesuffix(".exe").removesuffix("-script.py")
+    return len(parts) >= 2 and parts[-2] in SCRIPT_DIRS and name in scripts
+
+
+def _is_bytecode(path: str) -> bool:
+    return path.endswith(".pyc") and "/__pycache__/" in f"/{path}"
+
+
+def _check_all(installed: Installed, rows: list[records.RecordRow],
+               jobs: int) -> tuple[list[Checked], list[TrustError]]:
+    """Check each row, biggest first, ``jobs`` at a time (reads and hashing release the GIL)."""
+    confine = Confinement(installed.site)
+    order = sorted(rows, key=lambda r: -(r.size or 0))
+
+    def one(row: records.RecordRow) -> Checked | TrustError:
+        try:
+            return check_file(installed.full(row.path), row, confine)
+        except TrustError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(one, order))
+    return ([r for r in results if isinstance(r, Checked)], [r for r in results if isinstance(r, TrustError)])
+
+
+def check_file(full: str, row: records.RecordRow, confine: Confinement) -> Checked:
+    """One installed file against its row: confined, regular, RECORD's size, then its sha256;
+    the artifact record (ELF facts when native) from the same open file."""
+    assert row.sha256 is not None and row.size is not None
+    try:
+        confine.check(full)
+        fd, st = open_regular(full)
+    except VerifyError as exc:
+        detail = "listed in RECORD but not installed" if exc.code == "verify.missing" else exc.detail
+        raise InstalledError(exc.code.split(".", 1)[1], full, detail) from None
+    try:
+        if st.st_size != row.size:
+            raise InstalledError("size", full, f"{st.st_size} bytes; RECORD says {row.size}")
+        digest, head = _sha256(fd, row.size, full)
+        if digest != row.sha256:
+            raise InstalledError("sha256", full, "sha256 differs from RECORD (the file was changed)")
+        artifact, warning = _describe(fd, row, head, full)
+        if _identity(os.fstat(fd)) != _identity(st):
+            raise InstalledError("changed", full, "changed while it was being checked")
+    except OSError as exc:
+        raise InstalledError("read", full, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return Checked(row.path, full, artifact, st.st_mode, st.st_mtime, warning)
+
+
+def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
+    """sha256 of exactly ``size`` bytes (never more), and the first 64 of them."""
+    digest = hashlib.sha256()
+    head = b""
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(CHUNK, left))
+        if not chunk:
+            raise InstalledError("size", full, "shorter than RECORD says (truncated while read)")
+        if len(head) < 64:
+            head += chunk[: 64 - len(head)]
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest(), head
+
+
+def _describe(fd: int, row: records.RecordRow, head: bytes, full: str) -> tuple[Artifact, str | None]:
+    """The artifact record, as the wheel writer makes it: ELF facts for native files (scanned in
+    place, within RECORD's size), or why a native-looking file was listed without them."""
+    assert row.sha256 is not None and row.size is not None
+    plain = Artifact(row.path, row.sha256, row.size)
+    if head[:4] == ELF_MAGIC:
+        try:
+            with open(fd, "rb", closefd=False) as stream:
+                info = scan_elf(stream, full, size=row.size)
+        except ElfError as exc:
+            return plain, f"{full}: not scanned: {exc.detail}"
+        return Artifact(row.path, row.sha256, row.size, elf=info), None
+    if head.startswith(FOREIGN_BINARY):
+        return plain, f"{full}: unsupported binary format (PE or Mach-O): listed, not scanned"
+    if is_shared_library(row.path):
+        return plain, f"{full}: named like a shared library but not ELF: listed, not scanned"
+    return plain, None
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _unrecorded(installed: Installed, recorded: list[str]) -> list[TrustError]:
+    """Code in the top-level packages of the ``recorded`` files that RECORD does not list
+    (bytecode in ``__pycache__`` aside: the runtime never runs it in place of a verified source)."""
+    known = set(recorded)
+    tops = {os.path.join(installed.site, p.split(os.sep)[0])
+            for p in (os.path.relpath(f, installed.site) for f in recorded)}
+    tops = {t for t in tops if not t.endswith((".dist-info", ".data")) and os.path.isdir(t)}
+    budget = [MAX_WALK_ENTRIES]
+    found: list[TrustError] = []
+    try:
+        for top in sorted(tops):
+            for here, names in walk_files(top, budget):
+                if os.path.basename(here) == "__pycache__":
+                    continue
+                found += [InstalledError("unrecorded", p, "code that RECORD does not list")
+                          for n in names if _is_code(n) and (p := os.path.join(here, n)) not in known]
+    except VerifyError as exc:
+        found.append(InstalledError("walk-limit", exc.path, exc.detail))
+    return found
+
+
+def _is_code(name: str) -> bool:
+    return name.endswith(_CODE_SUFFIXES) or is_shared_library(name)
+
+
+def _finish_interrupted(installed: Installed, key: SigningKey, failed: list[TrustError],
+                        checked: list[Checked]) -> list[TrustError]:
+    """Mismatches that an interrupted adopt with this key explains, taken out of ``failed``.
+
+    Only the files adopt writes qualify, and only when the manifest on disk is signed by
+    ``key`` (only its holder can have written it) and lists each as it now is.
+    """
+    ours = {installed.full(p): p for p in (installed.manifest_path, f"{installed.dist_info}/entry_points.txt")}
+    candidates = [e for e in failed if e.path in ours and e.code in ("installed.sha256", "installed.size")]
+    if not candidates:
+        return failed
+    vouched = _own_manifest(installed, key)
+    if vouched is None:
+        return failed
+    accepted = []
+    for exc in candidates:
+        path = ours[exc.path]
+        data = read_bounded(exc.path, dsse.MAX_ENVELOPE_BYTES)
+        if path == installed.manifest_path or vouched.get(path) == (hashlib.sha256(data).hexdigest(), len(data)):
+            accepted.append(exc)
+            checked.append(_checked_bytes(installed, path, data))
+    return [e for e in failed if e not in accepted]
+
+
+def _own_manifest(installed: Installed, key: SigningKey) -> dict[str, tuple[str, int]] | None:
+    """path -> (sha256, size) from the manifest on disk, if ``key`` signed it; else None."""
+    where = installed.full(installed.manifest_path)
+    try:
+        envelope = dsse.decode(read_bounded(where, dsse.MAX_ENVELOPE_BYTES), where)
+        verified = dsse.verify(envelope, TrustStore.of([key.public]), where)
+        manifest = manifest_from_statement(verified.payload, where)
+    except TrustError:
+        return None
+    return {a.path: (a.sha256, a.size) for a in manifest.artifacts}
+
+
+def _checked_bytes(installed: Installed, path: str, data: bytes) -> Checked:
+    full = installed.full(path)
+    st = os.lstat(full)
+    return Checked(path, full, artifact_from_bytes(path, data), st.st_mode, st.st_mtime)
+
+
+# --- plan and seal ---------------------------------------------------------------------------
+
+
+def contents_of(installed: Installed, checked: list[Checked]) -> WheelContents:
+    """The checked files as ``migrate``'s plan sees a wheel's: artifacts for every file but the
+    ones installers write and the ones a rewrite replaces (RECORD, entry points, manifest)."""
+    replaced = replaced_members(installed.dist_info)
+    by_path = {c.path: c for c in checked}
+    artifacts = [c.artifact for c in checked if not is_installer_file(c.path) and c.path not in replaced]
+    existing = by_path.get(installed.manifest_path)
+    return WheelContents(
+        name=installed.metadata["Name"],
+        version=installed.metadata["Version"],
+        tags=list(installed.wheel.get_all("Tag") or []),
+        dist_info=installed.dist_info,
+        names=sorted(by_path),
+        artifacts=artifacts,
+        entry_points=installed.entry_points,
+        metadata=installed.metadata,
+        existing_manifest=read_bounded(existing.full, dsse.MAX_ENVELOPE_BYTES) if existing else None,
+        read_member=_reader(by_path),
+        warnings=[c.warning for c in checked if c.warning],
+    )
+
+
+def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
+    """Reads a checked file again for the plan (``compiler.py``, ``driver.py``): only a file
+    that was checked, and only if it still has the bytes that were checked."""
+
+    def read(path: str) -> bytes | None:
+        item = by_path.get(path)
+        if item is None:
+            return None
+        data = read_bounded(item.full, item.artifact.size)
+        if hashlib.sha256(data).hexdigest() != item.artifact.sha256:
+            raise InstalledError("changed", item.full, "changed since it was checked against RECORD")
+        return data
+
+    return read
+
+
+def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
+                  outcome: Adoption) -> dict[str, bytes]:
+    """``.dist-info`` path -> final bytes: the signed manifest and the files planned beside it."""
+    contents = contents_of(installed, checked)
+    injection = plan_migration(contents, None, source_date_epoch(), outcome)
+    _keep_equivalent_entry_points(injection, contents.read_member)
+    check_coverage(contents, injection, installed.full)
+    return {installed.manifest_path: seal(injection.manifest, key), **injection.files}
+
+
+def _keep_equivalent_entry_points(injection: Injection, read: Callable[[str], bytes | None]) -> None:
+    """Keep the installed ``entry_points.txt`` when the planned one means the same: adopt
+    changes only what it must (the manifest then vouches for the installed bytes)."""
+    for path, planned in list(injection.files.items()):
+        if not path.endswith("/entry_points.txt"):
+            continue
+        current = read(path)
+        if current is None or current == planned:
+            continue
+        parsed = entrypoints.parse(current.decode("utf-8", "replace"), path)
+        if parsed == entrypoints.parse(planned.decode("utf-8"), path):
+            injection.files[path] = current
+            injection.manifest.artifacts = [artifact_from_bytes(path, current) if a.path == path else a
+                                            for a in injection.manifest.artifacts]
+
+
+# --- write -----------------------------------------------------------------------------------
+
+
+def _adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption) -> None:
+    files = plan_and_seal(installed, checked, key, outcome)
+    outcome.written = write_in_place(installed, files)
+    outcome.status = "adopted" if outcome.status == "migrated" else outcome.status
+    outcome.output = Path(installed.full(installed.manifest_path))
+    outcome.signed_by = key.public.keyid
+
+
+def write_in_place(installed: Installed, files: dict[str, bytes]) -> list[str]:
+    """Write ``files`` into ``.dist-info``, the manifest first and RECORD last, each whole or
+    not at all; a file that already holds its bytes is left alone. Returns the paths written."""
+    written = []
+    for path in sorted(files, key=lambda p: (p != installed.manifest_path, p)):
+        full = installed.full(path)
+        if _holds(full, files[path]):
+            continue
+        write_atomic(full, files[path])
+        written.append(path)
+    record = f"{installed.dist_info}/RECORD"
+    write_atomic(installed.full(record), records.render(_updated_rows(installed, files)))
+    return [*written, record]
+
+
+def _holds(full: str, data: bytes) -> bool:
+    try:
+        return read_bounded(full, len(data)) == data
+    except VerifyError:
+        return False
+
+
+def _updated_rows(installed: Installed, files: dict[str, bytes]) -> list[records.RecordRow]:
+    """RECORD's rows in their order, with the rows of ``files`` replaced or added before RECORD's own."""
+    new = {p: records.RecordRow(p, hashlib.sha256(d).hexdigest(), len(d)) for p, d in files.items()}
+    own = f"{installed.dist_info}/RECORD"
+    rows = [new.pop(r.path, r) for r in installed.rows if r.path != own]
+    return [*rows, *(new[p] for p in sorted(new)), records.RecordRow(own, None, None)]
+
+
+def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
+                      outcome: Adoption) -> None:
+    """A plain wheel of the checked files in a temporary directory, then ``migrate`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="backend-packager-adopt-") as tmp:
+        plain = Path(tmp) / wheel_filename(installed)
+        write_plain_wheel(plain, installed, checked)
+        migrated = migrate_wheel(plain, out_dir, key, jobs=jobs)
+    for name in ("output", "status", "backends", "plugins", "artifacts", "native", "signed_by", "warnings"):
+        setattr(outcome, name, getattr(migrated, name))
+    if migrated.error is not None:
+        raise migrated.error
+
+
+def wheel_filename(installed: Installed) -> str:
+    """``name-version[-build]-py-abi-plat.whl`` (the binary distribution format), the tags of
+    WHEEL compressed into one set; refused when they are not one."""
+    tags = sorted(set(installed.wheel.get_all("Tag") or []))
+    where = installed.full(f"{installed.dist_info}/WHEEL")
+    triples = [t.split("-") for t in tags]
+    if any(len(t) != 3 or not all(t) for t in triples):
+        raise InstalledError("tags", where, f"malformed Tag in {tags}")
+    parts = [sorted({t[i] for t in triples}) for i in range(3)]
+    if len(parts[0]) * len(parts[1]) * len(parts[2]) != len(tags):
+        raise InstalledError("tags", where, f"the tags {tags} are not one compressed tag set; cannot name a wheel")
+    build = installed.wheel.get("Build")
+    name = canonicalize_name(installed.metadata["Name"]).replace("-", "_")
+    fields = [name, installed.metadata["Version"], *([build] if build else []), *(".".join(p) for p in parts)]
+    return "-".join(fields) + ".whl"
+
+
+def write_plain_wheel(wheel: Path, installed: Installed, checked: list[Checked]) -> None:
+    """Every checked file but those installers write, each read again and compared with what
+    was checked, and a RECORD of them: the wheel the distribution was installed from, less
+    what the installer generated."""
+    record = f"{installed.dist_info}/RECORD"
+    members = [c for c in checked if not is_installer_file(c.path) and c.path != record]
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in members:
+            _add_member(archive, item)
+        rows = [records.RecordRow(c.path, c.artifact.sha256, c.artifact.size) for c in members]
+        archive.writestr(record, records.render([*rows, records.RecordRow(record, None, None)]))
+
+
+def _add_member(archive: zipfile.ZipFile, item: Checked) -> None:
+    info = zipfile.ZipInfo(item.path, date_time=time.gmtime(max(item.mtime, 315532800))[:6])
+    info.external_attr = (stat.S_IFREG | (0o755 if item.mode & 0o111 else 0o644)) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.file_size = item.artifact.size
+    fd, _ = open_regular(item.full)
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as source, archive.open(info, "w") as target:
+        left = item.artifact.size
+        while left > 0 and (chunk := source.read(min(CHUNK, left))):
+            digest.update(chunk)
+            target.write(chunk)
+            left -= len(chunk)
+    if digest.hexdigest() != item.artifact.sha256:
+        raise InstalledError("changed", item.full, "changed since it was checked against RECORD")
