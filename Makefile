@@ -8,15 +8,23 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo story test test-quick lint bench clean
+.PHONY: setup demo story test test-quick lint bench clean wheelhouse
 
 $(STAMP): pyproject.toml runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e runtime -e '.[test,repair]'
+	$(BIN)/python -m pip install --quiet -e runtime -e '.[test,repair,init]'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Both distributions as wheels and sdists in dist/, built as a release would be (isolated),
+# checked with twine. A vendor's isolated build then finds them: PIP_FIND_LINKS=$$PWD/dist.
+wheelhouse: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist runtime
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 demo: setup
 	mkdir -p build/demo
@@ -31,7 +39,7 @@ story: setup
 	rm -rf $(STORY) && mkdir -p $(STORY)
 	$(BIN)/backend-packager keygen -o $(STORY)/vendor.pem --comment "story vendor"
 	BACKEND_PACKAGER_SIGNING_KEY=$(CURDIR)/$(STORY)/vendor.pem $(BIN)/python -m build --no-isolation --wheel -o $(STORY)/dist examples/setuptools_backend
-	$(BIN)/python -m build --no-isolation --wheel -o $(STORY)/dist runtime
+	$(BIN)/python -m build --wheel -o $(STORY)/dist runtime
 	$(BIN)/backend-packager migrate $$($(BIN)/python -c "import sys; sys.path.insert(0, 'bench'); from _wheels import fetch_wheel; print(fetch_wheel('triton==3.9.0'))") -o $(STORY)/signed --key $(STORY)/vendor.pem
 	$(PYTHON) -m venv $(STORY)/venv
 	$(STORY)/venv/bin/python -m pip install --quiet --no-deps $(STORY)/signed/triton-*.whl $(STORY)/dist/*.whl

@@ -81,7 +81,12 @@ def template_root() -> Path:
 
 def render(project: Project, root: Path | None = None) -> dict[str, str]:
     """Every output file's relative path and text, rendered before anything is written."""
-    import jinja2
+    try:
+        import jinja2
+    except ImportError:
+        # Only init needs jinja2, so a vendor's isolated build environment goes without it.
+        raise InputError("dependency", "jinja2", "backend-packager init renders its templates with jinja2: "
+                         "pip install 'triton-backend-packager[init]'") from None
 
     root = root or template_root()
     env = jinja2.Environment(
