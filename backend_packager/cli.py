@@ -208,6 +208,50 @@ def _print_outcome(outcome: Any, quiet: bool = False) -> None:
         print(f"backend-packager: warning: {warning}", file=sys.stderr)
 
 
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
+    RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
+    import sysconfig
+
+    from .adopt import adopt
+    from .errors import ConfigError
+
+    try:
+        key = _signing_key(args.key)
+    except ConfigError as exc:
+        raise InputError("key", exc.path, exc.detail) from None
+    if key is None:
+        raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
+    site = args.site_packages or Path(sysconfig.get_paths()["purelib"])
+    if not site.is_dir():
+        raise InputError("site-packages", str(site), "not a directory")
+    outcomes = [adopt(site, name, key, wheel_out=args.wheel_out, jobs=args.jobs) for name in args.dists]
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
+                          "failed": sum(o.error is not None for o in outcomes)}, indent=1))
+    for outcome in outcomes:
+        _print_adoption(outcome, args.quiet or args.json)
+    if any(isinstance(o.error, InputError) for o in outcomes):
+        return EXIT_USAGE
+    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+
+
+def _print_adoption(outcome: Any, quiet: bool) -> None:
+    if outcome.error:
+        print(f"backend-packager: error: {outcome.error} ({outcome.error.code})", file=sys.stderr)
+        for mismatch in outcome.mismatches:
+            print(f"backend-packager: error:   {mismatch} ({mismatch.code})", file=sys.stderr)
+        return
+    if quiet:
+        return
+    backends = ", ".join(outcome.backends) or "none"
+    print(f"{outcome.status} {outcome.source} -> {outcome.output} (backends: {backends}; {outcome.artifacts} "
+          f"artifacts, {outcome.native} native; signed by {outcome.signed_by[:16]}; wrote "
+          f"{', '.join(outcome.written) or 'a wheel'}; {outcome.seconds:.1f}s)")
+    for warning in outcome.warnings:
+        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     """Exit 0 when every wheel is served, 1 when any failed, 2 for usage, an unusable source
     or key, or (with --no-wait) an output directory another run holds."""
@@ -408,6 +452,26 @@ def build_parser() -> argparse.ArgumentParser:
                          help="declare a backend explicitly (repeatable); overrides discovery")
     migrate.add_argument("--json", action="store_true", help="print a JSON summary")
     migrate.set_defaults(func=cmd_migrate)
+
+    adopt = sub.add_parser(
+        "adopt",
+        help="sign an installed distribution in place (a preinstalled Triton), or write its wheel",
+        description="For each DIST installed in site-packages: check every file against its RECORD (sha256 "
+        "and size; paths confined to site-packages, symlinks not followed) and refuse, listing them, if any "
+        "differs; then write the signed manifest into its .dist-info, entry points for triton/backends/<name>/ "
+        "directories, and RECORD last, each file atomically, planned and signed as migrate does. With "
+        "--wheel-out, write a signed wheel of the distribution to DIR instead and leave the installed files "
+        "alone. Exit 1 if a distribution was refused or failed, 2 for an unusable key, directory or name.",
+    )
+    adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
+    adopt.add_argument("--site-packages", type=Path, metavar="DIR",
+                       help="where DIST is installed (default: this interpreter's purelib directory)")
+    adopt.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY")
+    adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
+    adopt.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
+                       help="files checked in parallel (default: %(default)s)")
+    adopt.add_argument("--json", action="store_true", help="print a JSON summary (format 1)")
+    adopt.set_defaults(func=cmd_adopt)
 
     mirror = sub.add_parser(
         "mirror",
