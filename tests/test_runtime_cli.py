@@ -177,7 +177,7 @@ def test_a_long_output_into_a_closed_pipe_is_not_an_error(cli: Cli) -> None:
                                 stderr=subprocess.PIPE, text=True, env=cli.env(), cwd=cli.root)
     finally:
         os.close(write_end)
-    assert (result.returncode, result.stderr) == (1, "")
+    assert (result.returncode, result.stderr) == (141, "")
 
 
 def test_usage_errors_exit_2(cli: Cli) -> None:
@@ -199,4 +199,4 @@ def test_a_closed_pipe_ends_quietly(cli: Cli, args: list[str]) -> None:
                                 stderr=subprocess.PIPE, text=True, env=cli.env(), cwd=cli.root)
     finally:
         os.close(write_end)
-    assert (result.returncode, result.stderr) == (1, "")
+    assert (result.returncode, result.stderr) == (141, "")
