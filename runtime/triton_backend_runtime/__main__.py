@@ -26,6 +26,8 @@ from .vocab import BAD_STATES, STRICT
 
 PROG = "python -m triton_backend_runtime"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 128 + SIGPIPE, what a shell reports for a tool whose reader went away (as backend-packager).
+EXIT_BROKEN_PIPE = 141
 #: The version of every --json document's layout; raised when a key changes meaning or goes.
 JSON_FORMAT = 1
 
@@ -367,7 +369,7 @@ def _pipe_closed() -> int:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-    return EXIT_FAILED
+    return EXIT_BROKEN_PIPE
 
 
 # -- doctor --json ------------------------------------------------------------------------
