@@ -10,6 +10,7 @@ and ``Registry.load``. Each case changes one thing in a tree that verifies (see 
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib.util
 import json
 import marshal
@@ -1403,3 +1404,69 @@ def test_a_prefetch_skips_what_the_cache_knows(tmp_path: Path) -> None:
     again.settle()
     again.close()
     assert again.hashed_bytes == 1000
+
+
+# -- files owned by two distributions; a discovery the registry cannot wrap (issue 10) -------
+
+
+def write_record(dist: Dist) -> None:
+    """The RECORD an installer writes (PEP 376 rows), from the files as they are now."""
+    rows = []
+    for path in dist.wheel_paths():
+        data = dist.file(path).read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={digest},{len(data)}\n")
+    (dist.dist_info / "RECORD").write_text("".join(rows) + f"{dist.dist_info.name}/RECORD,,\n")
+
+
+def test_a_distribution_installed_over_a_signed_one_is_conflict_files(env: TrustEnv, site: Path) -> None:
+    first = write_dist(site, "demo-backend", "1.0")
+    first.sign(env.key)
+    write_record(first)
+    # a fork of it installed later, over the same package: other bytes in compiler.py and driver.py
+    fork = write_dist(site, "demo-fork", "2.0", files={
+        "demo_backend/compiler.py": b"class DemoBackend:\n    name = 'fork'\n",
+        "demo_backend/driver.py": DRIVER_OF_FORK,
+    })
+    write_record(fork)
+    reg = env.registry(site, policy="warn")
+    (signed,) = [e for e in reg.entries if e.dist is not None and e.dist.name == "demo-backend"]
+    assert signed.state == "excluded" and signed.reason is not None
+    assert signed.reason.code == "conflict.files"
+    message = signed.reason.message
+    assert "demo-backend 1.0 and demo-fork 2.0 both own 3 file(s)" in message, message
+    assert "the files on disk are demo-fork 2.0's (installed last)" in message
+    assert "pip install --force-reinstall --no-deps demo-backend==1.0" in message
+    assert reg.hashed_bytes == 0  # decided before anything was hashed
+    # the repair: the signed one reinstalled over the fork, and the verdict follows it (no stale cache)
+    write_dist(site, "demo-backend", "1.0").sign(env.key)
+    write_record(first)
+    again = env.registry(site, policy="warn")
+    assert [e.trust for e in again.entries if e.dist and e.dist.name == "demo-backend"] == ["verified"]
+
+
+DRIVER_OF_FORK = b"class DemoDriver:\n    @staticmethod\n    def is_active():\n        return True\n"
+
+
+def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
+    env: TrustEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triton_backend_runtime import hook
+    from triton_backend_runtime import registry as process_registry
+
+    origin = "/site/triton/backends/__init__.py"
+    why = hook.unwrappable(origin, "backends = discover_my_own_way()\n")
+    assert why is not None and "the registry is not in use" in why and origin in why
+    assert hook.unwrappable(origin, "_registered = _registry_backends()\n") is None  # the file is patched already
+    monkeypatch.setenv("TRITON_BACKEND_POLICY", "strict")
+    process_registry.reset()
+    try:
+        with pytest.raises(hook.RegistryUnavailable, match=r"\(policy\.unenforced\)$"):
+            hook.refuse_unwrappable(origin, why)
+        monkeypatch.setenv("TRITON_BACKEND_POLICY", "warn")
+        process_registry.reset()
+        hook.refuse_unwrappable(origin, why)
+        assert [(p.code, p.path) for p in process_registry.get().problems] == [("policy.unenforced", origin)]
+        assert not process_registry.get().healthy()
+    finally:
+        process_registry.reset()

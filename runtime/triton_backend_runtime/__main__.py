@@ -94,7 +94,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     doc = registry.report()
     hook = "installed" if os.path.exists(pth_path()) else "not installed"
     print("Triton backend doctor")
-    print(f"  triton:      {doc['triton'] or 'not installed'}")
+    print(f"  triton:      {_core_line(doc.get('triton_core'))}")
     print(f"  policy:      {doc['policy']} (TRITON_BACKEND_POLICY = strict | warn | off)")
     used = "yes" if doc["used_by_triton"] else "no (Triton discovered its backends itself)"
     print(f"  registry:    used by import triton: {used}; .pth hook {hook}")
@@ -134,9 +134,40 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
+def _contract_lines(terms: dict[str, Any] | None) -> list[str]:
+    """A plugin's contract: what was captured from the library at build time, what its
+    vendor declared (schema 1.2; nothing before)."""
+    if terms is None:
+        return ["contract:  none recorded (manifest before schema 1.2)"]
+    if terms["captured"]:
+        lines = [f"captured:  {terms['name']} {terms['version']}, built for Triton {terms['built_for']}; "
+                 f"passes {', '.join(terms['passes']) or 'none'}; dialects {', '.join(terms['dialects']) or 'none'}; "
+                 f"ops {len(terms['ops'])}"]
+    else:
+        lines = [f"captured:  no ({terms['capture_note'] or 'not recorded'})"]
+    if not terms["declared"]:
+        return [*lines, "declared:  nothing (defaults: any Triton, phase import, on-failure fallback)"]
+    return [*lines, f"declared:  triton {terms['triton'] or '(any)'}, phase {terms['phase']}, "
+                    f"on-failure {terms['on_failure']}; placement {'; '.join(terms['placement']) or 'none'}"]
+
+
+def _core_line(core: dict[str, Any] | None) -> str:
+    """What ``import triton`` imports: its distribution (found by the file, not the name)."""
+    if core is None:
+        return "not installed (no installed distribution's RECORD lists the triton/__init__.py on sys.path)"
+    version = core["__version__"] or "unknown"
+    line = f"{core['distribution']} {core['version']} (triton.__version__ {version}; {core['init']})"
+    also = core.get("also_claimed_by") or []
+    return line + (f"; its files are also claimed by {', '.join(also)}" if also else "")
+
+
+#: How a row's signatures were judged, apart from why it was rejected (verdict.signature).
+_SIGNATURE_LABELS = {"trusted": "signed by (trusted key)", "untrusted": "signatures (untrusted key)"}
+
+
 def _details(row: dict[str, Any]) -> None:
     if row["signers"]:
-        label = "signed by" if row["trust"] == "verified" else "signatures (untrusted)"
+        label = _SIGNATURE_LABELS.get(row.get("signature", ""), "signatures")
         print(f"      {label}: {', '.join(row['signers'])}")
     if row.get("note"):
         print(f"      note: {row['note']}")

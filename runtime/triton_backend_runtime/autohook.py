@@ -4,9 +4,10 @@
 interpreter's ``site-packages``; ``site`` executes its one line at start-up, which calls
 :func:`install`. That puts a finder at the front of ``sys.meta_path`` which does nothing
 until ``triton.backends`` is imported; then it executes Triton's own source with the
-registry patch of :mod:`.hook` applied in memory (the same text as the patch in
-``hooks/``). If the source does not have the expected shape (another Triton release, or
-already patched), the module runs unmodified. ``hook uninstall`` deletes the file.
+registry patch of :mod:`.hook` for its discovery shape applied in memory (the same text as
+the patches in ``hooks/``). Already patched, the module runs as it is; of a shape the
+registry does not know, it is refused under ``strict`` (:func:`.hook.refuse_unwrappable`)
+and runs unmodified, with a warning, otherwise. ``hook uninstall`` deletes the file.
 
 Start-up cost is this module alone: it imports nothing beyond ``sys`` and ``os`` until
 Triton is imported.
@@ -108,6 +109,11 @@ class _Loader:
             source = self.inner.get_source(self.fullname)
         patched = patch_source(source) if source else None
         if patched is None:
+            from .hook import refuse_unwrappable, unwrappable
+
+            why = unwrappable(origin, source)
+            if why is not None:
+                refuse_unwrappable(origin, why)  # raises under strict
             return None
         return compile(patched, origin or "<triton.backends>", "exec", dont_inherit=True)
 

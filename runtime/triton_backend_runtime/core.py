@@ -16,11 +16,18 @@ backend depends on the core. Under ``warn`` it is a warning; under ``off``, noth
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import PolicyError, VerifyError
 from .verdict import Reason, reason_of
 from .vocab import OFF, STRICT, VERIFIED
+
+if TYPE_CHECKING:
+    from .ownership import Overlap
+
+
+#: The reason code of files owned by two distributions (:mod:`.ownership`).
+CONFLICT = "conflict.files"
 
 
 class CoreRejected(ImportError):
@@ -41,39 +48,68 @@ def check_core(spec: Any) -> Reason | None:
     registry.verify()
     reason = core_reason(registry, str(spec.origin))
     registry.core = reason
-    if reason is None:
-        return None
-    if registry.policy == STRICT:
+    if reason is not None and registry.policy == STRICT:
         raise CoreRejected(reason)
-    reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+    if reason is not None:
+        reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+    # triton/__init__ is about to load libtriton: what it may load with it is decided now
+    from .pluginguard import check_plugin_paths, guard
+
+    guard(registry)
+    check_plugin_paths(registry)  # raises under strict
     return reason
 
 
 def core_reason(registry: Any, init_path: str) -> Reason | None:
     """Why the core at ``init_path`` is not verified; None when it is."""
+    found = registry.discovery
+    triton = found.triton if found else None
     root = os.path.dirname(os.path.dirname(init_path))
-    here = [d for d in (registry.discovery.distributions if registry.discovery else [])
-            if d.manifest and d.dist_info in registry.verdicts and _same(d.root, root)]
-    # The verdict's own file list first (every import, no I/O); the installer's RECORD only
-    # when verification stopped before listing the files (a bad signature, say).
-    owner = next((d for d in here if _holds(registry.verdicts[d.dist_info].files, init_path)), None)
-    owner = owner or next((d for d in here if _recorded(d.dist_info)), None)
-    if owner is not None:
-        verdict = registry.verdicts[owner.dist_info]
-        if verdict.status == VERIFIED:
-            return None
-        return verdict.problem or reason_of(PolicyError(
-            "not-verified", owner.manifest or owner.dist_info, f"{owner.label()} is {verdict.status}: {verdict.note}"
-        ))
-    triton = registry.discovery.triton if registry.discovery else None
-    if triton is not None and triton.manifest and not _same(triton.root, root):
+    if triton is None or not _same(triton.root, root):
+        # no RECORD claims it: a manifest in that sys.path entry that lists it (no I/O)
+        triton = next((d for d in _signed(registry) if _same(d.root, root) and _lists_core(registry, d)), None)
+    if triton is not None:
+        return _owner_reason(registry, triton, init_path)
+    # No installed distribution owns the file imported (it is not where an installer put
+    # it); a signed Triton elsewhere on sys.path is then shadowed.
+    signed = next((d for d in _signed(registry) if _lists_core(registry, d) or _recorded(d.dist_info)), None)
+    if signed is not None:
         return reason_of(VerifyError(
             "shadowed", init_path, f"triton would be imported from {init_path}, not from the verified "
-            f"{os.path.join(triton.root, 'triton', '__init__.py')} (an earlier sys.path entry shadows it)"
+            f"{os.path.join(signed.root, 'triton', '__init__.py')} (an earlier sys.path entry shadows it)"
         ))
     return reason_of(PolicyError(
-        "not-verified", init_path, "no signed manifest vouches for this file (a legacy or unknown Triton)"
+        "not-verified", init_path, "no installed distribution's RECORD lists this file (not installed by an "
+        "installer, or an unknown Triton)"
     ))
+
+
+def _owner_reason(registry: Any, triton: Any, init_path: str) -> Reason | None:
+    """The core's distribution found (by RECORD, the one the file on disk matches): its verdict."""
+    verdict = registry.verdicts.get(triton.dist_info) if triton.manifest else None
+    if verdict is not None and verdict.status == VERIFIED:
+        if _holds(verdict.files, init_path):
+            return None
+        return reason_of(PolicyError("not-verified", init_path, f"the manifest of {triton.label()} does not list it"))
+    contested: Overlap | None = registry.core_overlap
+    if contested is not None and (verdict is None or verdict.problem is None or verdict.problem.code != CONFLICT):
+        return contested.reason(init_path)
+    if verdict is None:
+        return reason_of(PolicyError(
+            "not-verified", init_path, f"{triton.label()} has no signed manifest (a legacy or unknown Triton)"
+        ))
+    return verdict.problem or reason_of(PolicyError(
+        "not-verified", triton.manifest, f"{triton.label()} is {verdict.status}: {verdict.note}"
+    ))
+
+
+def _signed(registry: Any) -> list[Any]:
+    return [d for d in (registry.discovery.distributions if registry.discovery else []) if d.manifest]
+
+
+def _lists_core(registry: Any, dist: Any) -> bool:
+    verdict = registry.verdicts.get(dist.dist_info)
+    return verdict is not None and os.path.join(dist.root, "triton", "__init__.py") in verdict.files
 
 
 def _same(a: str, b: str) -> bool:

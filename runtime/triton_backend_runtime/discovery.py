@@ -27,7 +27,11 @@ from .layout import BACKENDS_GROUP as BACKENDS_GROUP
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
-TRITON_DISTRIBUTION = "triton"
+#: The import package of an upstream Triton (vendor releases may rename it).
+DEFAULT_PACKAGE = "triton"
+#: What ``import triton`` runs, as a wheel path: the core is the distribution whose RECORD
+#: lists it in the sys.path entry it is imported from, whatever that distribution's name.
+CORE_INIT = "triton/__init__.py"
 
 
 @dataclass
@@ -69,6 +73,11 @@ class Discovery:
     distributions: list[Distribution]  # every one with a backend or a manifest, path order
     triton: Distribution | None
     in_tree: bool
+    #: Every distribution whose RECORD lists the ``triton/__init__.py`` that is imported
+    #: (more than one: overlapping installs; ``triton`` is the one the file on disk matches).
+    core_claims: list[Distribution] = field(default_factory=list)
+    #: The Triton package discovered for (``triton``, or a vendor release's rename).
+    package: str = "triton"
 
 
 def canonical(name: str) -> str:
@@ -76,24 +85,49 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def backends_group(package: str) -> str:
+    """The entry-point group a Triton imported as ``package`` reads: ``triton.backends``, or
+    ``<package>.backends`` for a vendor release that renames the package."""
+    return f"{package}.backends"
+
+
+def package_of(backends_dir: str | None) -> str:
+    """The Triton package whose ``backends/__init__.py`` is running (it passes its own
+    directory, ``<package>/backends``); ``triton`` when that is not known."""
+    if backends_dir:
+        head, leaf = os.path.split(os.path.normpath(backends_dir))
+        package = os.path.basename(head)
+        if leaf == "backends" and package.isidentifier():
+            return package
+    return DEFAULT_PACKAGE
+
+
 def discover(
-    path: list[str] | None = None, *, in_tree: bool | None = None, backends_dir: str | None = None
+    path: list[str] | None = None, *, in_tree: bool | None = None, backends_dir: str | None = None,
+    package: str | None = None,
 ) -> Discovery:
-    """Find backends the way Triton 3.9 does; ``in_tree`` defaults to TRITON_BACKENDS_IN_TREE."""
+    """Find backends the way Triton 3.9 does; ``in_tree`` defaults to TRITON_BACKENDS_IN_TREE.
+
+    ``package`` is the Triton package (default: the one ``backends_dir`` belongs to, else
+    ``triton``): a renamed one reads the group ``<package>.backends`` and scans
+    ``<package>/backends/``, as its own ``_discover_backends()`` does."""
     if in_tree is None:
         in_tree = os.environ.get(IN_TREE_ENV, "") == "1"
-    dists = _distributions(sys.path if path is None else path)
-    triton = next((d for d in dists if d.key == TRITON_DISTRIBUTION), None)
+    package = package or package_of(backends_dir)
+    entries = sys.path if path is None else path
+    dists = _distributions(entries, backends_group(package))
+    claims = _core_claims(entries, dists)
+    triton = claims[0] if claims else None
     if in_tree:
-        candidates = _in_tree(backends_dir or _backends_dir(triton), triton)
+        candidates = _in_tree(backends_dir or _backends_dir(triton, package), triton, package)
     else:
         pairs = [(name, value, d) for d in dists for name, value in d.backends.items()]
         candidates = [Candidate(n, v, "entry-point", d, i) for i, (n, v, d) in enumerate(pairs)]
-    wanted = [d for d in dists if d.backends or d.manifest or d is triton]
-    return Discovery(candidates, wanted, triton, in_tree)
+    wanted = [d for d in dists if d.backends or d.manifest] + [d for d in claims if all(d is not x for x in dists)]
+    return Discovery(candidates, sorted(wanted, key=lambda d: d.order), triton, in_tree, claims, package)
 
 
-def _distributions(path: list[str]) -> list[Distribution]:
+def _distributions(path: list[str], group: str = BACKENDS_GROUP) -> list[Distribution]:
     """Distributions on ``path`` in importlib.metadata's order, the first of each name only."""
     seen: set[str] = set()
     found: list[Distribution] = []
@@ -110,22 +144,121 @@ def _distributions(path: list[str]) -> list[Distribution]:
             if canonical(name) in seen:
                 continue
             seen.add(canonical(name))
-            dist = _inspect(os.path.join(root, info), name, version.partition("-")[0], root, order)
+            dist = _inspect(os.path.join(root, info), name, version.partition("-")[0], root, order, group=group)
             if dist is not None:
                 found.append(dist)
     return found
 
 
-def _inspect(dist_info: str, name: str, version: str, root: str, order: int) -> Distribution | None:
-    backends = _backend_entry_points(os.path.join(dist_info, "entry_points.txt"))
+def _inspect(dist_info: str, name: str, version: str, root: str, order: int, *, force: bool = False,
+             group: str = BACKENDS_GROUP) -> Distribution | None:
+    backends = _backend_entry_points(os.path.join(dist_info, "entry_points.txt"), group)
     manifest = os.path.join(dist_info, MANIFEST_FILENAME)
     has_manifest = os.path.isfile(manifest)
-    if not backends and not has_manifest and canonical(name) != TRITON_DISTRIBUTION:
+    if not backends and not has_manifest and not force:
         return None
-    real_name, real_version = _metadata_name_version(dist_info)
+    real_name, real_version = metadata_name_version(dist_info)
     return Distribution(
         real_name or name, real_version or version, dist_info, root, order, manifest if has_manifest else None, backends
     )
+
+
+def core_root(path: list[str]) -> tuple[int, str] | None:
+    """The ``sys.path`` entry (index, directory) ``import triton`` imports from: the first
+    holding ``triton/__init__.py`` (the path finder's rule for a regular package)."""
+    for order, entry in enumerate(path):
+        root = entry or "."
+        if os.path.isfile(os.path.join(root, *CORE_INIT.split("/"))):
+            return order, root
+    return None
+
+
+def _core_claims(path: list[str], dists: list[Distribution]) -> list[Distribution]:
+    """The distributions whose RECORD (PEP 376) lists the ``triton/__init__.py`` that is
+    imported, the one the file on disk matches first. Forks install the package under other
+    names (``triton-pascal``, ``fbtriton``, ...), so ownership is read from the RECORDs, never
+    assumed from a name; RECORDs of distributions named like Triton are read first, the
+    others only when none of those claims the file (one read per RECORD, bounded)."""
+    found = core_root(path)
+    if found is None:
+        return []
+    order, root = found
+    try:
+        infos = sorted(n for n in os.listdir(root) if n.endswith(".dist-info"))
+    except OSError:
+        return []
+    hinted = [n for n in infos if "triton" in n.lower()]
+    rows = _claiming(root, hinted) or _claiming(root, [n for n in infos if n not in hinted])
+    known = {d.dist_info: d for d in dists}
+    claims: list[tuple[Distribution, str]] = []
+    for info, row in rows:
+        dist_info = os.path.join(root, info)
+        stem = info[: -len(".dist-info")]
+        name, _, version = stem.partition("-")
+        dist = known.get(dist_info) or _inspect(dist_info, name, version, root, order, force=True)
+        if dist is not None:
+            claims.append((dist, row))
+    if len(claims) > 1:
+        init = os.path.join(root, *CORE_INIT.split("/"))
+        claims.sort(key=lambda claim: not record_row_matches(claim[1], init))
+    return [dist for dist, _ in claims]
+
+
+#: ``__version__ = '3.9.0'`` as Triton's ``__init__.py`` writes it (any quote, one line).
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([^'"\n]{1,64})['"]""", re.MULTILINE)
+#: Triton's ``__init__.py`` sets ``__version__`` in its first lines; this much is read.
+MAX_INIT_BYTES = 64 * 1024
+
+
+def core_version(triton: Distribution | None) -> str | None:
+    """``triton.__version__`` of the core, parsed from its ``__init__.py`` without importing it
+    (a bounded read); None when it is not there or not a plain string assignment."""
+    if triton is None:
+        return None
+    data = read_small_bytes(os.path.join(triton.root, *CORE_INIT.split("/")), MAX_INIT_BYTES)
+    match = _VERSION_LINE.search(data.decode("utf-8", "replace")) if data else None
+    return match.group(1) if match else None
+
+
+def _claiming(root: str, infos: list[str]) -> list[tuple[str, str]]:
+    """(dist-info name, RECORD row) for each of ``infos`` whose RECORD lists CORE_INIT."""
+    out = []
+    for info in infos:
+        text = read_small_text(os.path.join(root, info, "RECORD"))
+        row = record_row(text, CORE_INIT) if text else None
+        if row is not None:
+            out.append((info, row))
+    return out
+
+
+def record_row(text: str, wheel_path: str) -> str | None:
+    """The RECORD row of ``wheel_path`` (unquoted), found without splitting the whole file."""
+    key = wheel_path + ","
+    start = 0 if text.startswith(key) else text.find("\n" + key) + 1
+    if start == 0 and not text.startswith(key):
+        return None
+    end = text.find("\n", start)
+    return text[start: end if end >= 0 else len(text)].rstrip("\r")
+
+
+def record_row_matches(row: str, path: str) -> bool:
+    """Whether the file at ``path`` is the one a RECORD row describes: the size first (a stat),
+    then the sha256 (PEP 376 urlsafe base64, no padding), read no further than that size."""
+    import base64
+    import hashlib
+
+    _, hash_field, size = (row.rsplit(",", 2) + ["", ""])[:3]
+    algorithm, _, digest = hash_field.partition("=")
+    try:
+        if not size.isdigit() or os.stat(path).st_size != int(size) or algorithm != "sha256":
+            return False
+    except OSError:
+        return False
+    data = read_small_bytes(path, int(size) + 1)
+    if data is None or len(data) != int(size):
+        return False
+    ours = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return ours == digest
 
 
 #: entry_points.txt and METADATA headers bigger than this are not a distribution's own.
@@ -136,6 +269,15 @@ _NONBLOCKING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEX
 def read_small_text(path: str, limit: int = MAX_METADATA_BYTES) -> str | None:
     """A regular file's text, at most ``limit`` bytes; None for anything else. Never blocks:
     a FIFO where a METADATA should be must not hang ``import triton``."""
+    data = read_small_bytes(path, limit)
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def read_small_bytes(path: str, limit: int = MAX_METADATA_BYTES) -> bytes | None:
+    """A regular file's first ``limit`` bytes; None for anything else (never blocks)."""
     import stat
 
     try:
@@ -145,19 +287,26 @@ def read_small_text(path: str, limit: int = MAX_METADATA_BYTES) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, limit).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
         return None
     finally:
         os.close(fd)
 
 
-def _backend_entry_points(path: str) -> dict[str, str]:
-    """The ``triton.backends`` section of an entry_points.txt, in file order."""
+def _backend_entry_points(path: str, group: str = BACKENDS_GROUP) -> dict[str, str]:
+    """The ``group`` (``triton.backends``) section of an entry_points.txt, in file order."""
     text = read_small_text(path)
-    if text is None or BACKENDS_GROUP not in text:
+    if text is None or group not in text:
         return {}
-    return parse_entry_points(text).get(BACKENDS_GROUP, {})
+    return parse_entry_points(text).get(group, {})
 
 
 def parse_entry_points(text: str, *, strict: bool = False) -> dict[str, dict[str, str]]:
@@ -187,7 +336,7 @@ def parse_entry_points(text: str, *, strict: bool = False) -> dict[str, dict[str
     return groups
 
 
-def _metadata_name_version(dist_info: str) -> tuple[str, str]:
+def metadata_name_version(dist_info: str) -> tuple[str, str]:
     """Name and Version from the METADATA (or PKG-INFO) headers; empty when unreadable."""
     name = version = ""
     for file in ("METADATA", "PKG-INFO"):
@@ -205,17 +354,18 @@ def _metadata_name_version(dist_info: str) -> tuple[str, str]:
     return name, version
 
 
-def _backends_dir(triton: Distribution | None) -> str | None:
+def _backends_dir(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
     roots = [triton.root] if triton else []
     for root in roots + [p or "." for p in sys.path]:
-        candidate = os.path.join(root, "triton", "backends")
+        candidate = os.path.join(root, package, "backends")
         if os.path.isdir(candidate):
             return candidate
     return None
 
 
-def _in_tree(backends_dir: str | None, triton: Distribution | None) -> list[Candidate]:
-    """Triton's TRITON_BACKENDS_IN_TREE=1 scan: directories under triton/backends/."""
+def _in_tree(backends_dir: str | None, triton: Distribution | None, package: str = DEFAULT_PACKAGE
+             ) -> list[Candidate]:
+    """Triton's TRITON_BACKENDS_IN_TREE=1 scan: directories under <package>/backends/."""
     if backends_dir is None:
         return []
     try:
@@ -225,6 +375,6 @@ def _in_tree(backends_dir: str | None, triton: Distribution | None) -> list[Cand
     found: list[Candidate] = []
     for name in names:
         if os.path.isdir(os.path.join(backends_dir, name)) and not name.startswith("__"):
-            found.append(Candidate(name, f"triton.backends.{name}", "in-tree", triton, len(found)))
+            found.append(Candidate(name, f"{package}.backends.{name}", "in-tree", triton, len(found)))
     return found
 

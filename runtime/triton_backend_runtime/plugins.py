@@ -21,7 +21,13 @@ or Triton version); the plugin is then ``failed`` with Triton's message. The dec
 * ``libtriton`` not loaded yet, older Triton: extend ``TRITON_PLUGIN_PATHS``.
 
 Plugins that Triton's own distribution ships (its test plugins) are verified and reported
-but not loaded: whether to load them stays Triton's decision.
+but not loaded: whether to load them stays Triton's decision. Neither is a plugin whose
+vendor declared ``phase = "explicit"``: its own code registers it.
+
+The plugin contract (schema 1.2, :func:`check_terms`) is checked at verification, before any
+``dlopen``: the installed Triton must be the release the library says it was built for
+(``tritonGetPluginInfo``'s ``tritonVersion``, captured at build time; a local label such as
+``+git1234`` aside) and lie in the vendor's declared range.
 """
 
 from __future__ import annotations
@@ -30,28 +36,33 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .errors import LoadError
+from .errors import LoadError, VerifyError
 from .verdict import reason_of
 from .vocab import FAILED, LOADED
 from .vocab import PENDING as PENDING_STATE
 
 if TYPE_CHECKING:
+    from .discovery import Distribution
     from .registry import PluginEntry
+    from .verdict import PluginTerms
 
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
 LIBTRITON = "triton._C.libtriton"
 #: The first Triton release whose libtriton has the ``extend_with`` functions.
 EXTEND_WITH_SINCE = (3, 9)
 EXTEND_WITH, PENDING = "extend_with", "extend_with, when libtriton is imported"
-_BUNDLED = "triton"
 
 
-def hand_over(plugins: list[PluginEntry], triton_version: str | None) -> None:
-    """Give each admitted plugin to Triton the best way the installed Triton offers."""
+def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Distribution | None = None) -> None:
+    """Give each admitted plugin to Triton the best way the installed Triton offers; those of
+    ``core`` (the distribution ``import triton`` imports, whatever its name) stay Triton's."""
     waiting: list[PluginEntry] = []
     for plugin in plugins:
-        if plugin.dist.key == _BUNDLED:
+        if core is not None and plugin.dist.dist_info == core.dist_info:
             plugin.handed_over = "not loaded: bundled with Triton itself"
+            continue
+        if plugin.terms is not None and plugin.terms.phase == "explicit":
+            plugin.handed_over = "not loaded here: phase explicit (the vendor's code registers it)"
             continue
         libtriton = sys.modules.get(LIBTRITON)
         if libtriton is None and has_extend_with(triton_version):
@@ -112,3 +123,40 @@ def _add_plugin_path(path: str) -> None:
     paths = [p for p in os.environ.get(PLUGIN_PATHS_ENV, "").split(":") if p]
     if path not in paths:
         os.environ[PLUGIN_PATHS_ENV] = ":".join([*paths, path])
+
+
+def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> None:
+    """The installed Triton against what the plugin was built for and what its vendor
+    declared (``verify.plugin-triton``, ``verify.plugin-range``); nothing is loaded."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if (terms.built_for or terms.triton) and triton_version is None:
+        raise VerifyError("plugin-triton", where, "Triton is not installed")
+    if not triton_version:
+        return
+    try:
+        installed = Version(triton_version)
+    except InvalidVersion:
+        raise VerifyError("plugin-triton", where, f"the installed Triton's version {triton_version!r} is not "
+                          "PEP 440: the plugin's contract cannot hold") from None
+    if terms.built_for is not None and _release(terms.built_for) != installed.release:
+        raise VerifyError("plugin-triton", where, f"plugin {terms.name} {terms.version} was built for Triton "
+                          f"{terms.built_for[:60]}; installed is {triton_version} (not loaded: Triton would refuse it "
+                          "after dlopen, or crash)")
+    try:
+        declared = SpecifierSet(terms.triton)
+    except InvalidSpecifier:
+        raise VerifyError("plugin-range", where, f"declared range {terms.triton[:60]!r} is not PEP 440") from None
+    if terms.triton and not declared.contains(installed, prereleases=True):
+        raise VerifyError("plugin-range", where, f"plugin {terms.name or ''} declares Triton {terms.triton}; "
+                          f"installed is {triton_version}")
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return None

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import policy as pol
-from .discovery import Candidate, Discovery, Distribution, discover
+from .discovery import Candidate, Discovery, Distribution, core_version, discover
 from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
-from .verdict import Reason, Verdict, reason_of
+from .verdict import PluginTerms, Reason, Verdict, reason_of
 from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
 from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, VERIFIED, State, Trust
 
@@ -84,9 +84,15 @@ class PluginEntry:
     signers: list[str] = field(default_factory=list)
     handed_over: str = ""
     note: str = ""
+    #: The contract (schema 1.2): captured at build time, declared by the vendor; None before.
+    terms: PluginTerms | None = None
 
     def where(self) -> str:
         return self.file
+
+    def required(self) -> bool:
+        """Whether compiling must stop when this plugin is not loaded (``on-failure = "fail"``)."""
+        return self.terms is not None and self.terms.on_failure == "fail"
 
     def label(self) -> str:
         return self.dist.label()
@@ -117,21 +123,37 @@ class Registry:
             self.manifest_digest: str | None = None
             #: Why the Triton core did not verify (set by :mod:`.core` before triton/__init__ runs).
             self.core: Reason | None = None
+            #: Two installed distributions claiming the imported triton/__init__.py (.ownership).
+            self.core_overlap: Any = None
 
     # -- verify ---------------------------------------------------------------------------
 
-    def verify(self, *, rehash: bool = False, backends_dir: str | None = None) -> None:
-        """Discover and verify everything once; later calls return at once."""
+    def verify(self, *, rehash: bool = False, backends_dir: str | None = None, in_tree: bool | None = None) -> None:
+        """Discover and verify everything once; later calls return at once. ``in_tree``: the
+        Triton scans its backend directories (3.0-3.3 always; later ones with
+        TRITON_BACKENDS_IN_TREE=1, the default when None)."""
         with self._lock:
             if self.discovery is not None:
                 return
-            found = discover(backends_dir=backends_dir)
+            found = discover(backends_dir=backends_dir, in_tree=in_tree)
+            self._contested_core(found)
             rehash = rehash or os.environ.get(REHASH_ENV, "") == "1"
             self.verdicts = self._verdicts(found, rehash)
             self.entries = [self._entry(c) for c in found.candidates]
             self._legacy_floors()
             self.plugins = [p for d in found.distributions for p in self._plugins(d)]
+            self._check_contracts(self.plugins, triton_version(found.triton))
             self.discovery = found
+
+    def _contested_core(self, found: Discovery) -> None:
+        """Two RECORDs claim the triton/__init__.py that is imported: an install over another."""
+        if len(found.core_claims) < 2:
+            return
+        from .ownership import core_overlap
+
+        self.core_overlap = core_overlap(found.core_claims)
+        if self.core_overlap is not None:
+            self.problems.append(self.core_overlap.reason(found.core_claims[0].dist_info))
 
     def _legacy_floors(self) -> None:
         """A version floor holds for releases without a manifest too (a downgrade to an
@@ -172,7 +194,7 @@ class Registry:
                 ctx = ctx or self._context(triton, libtriton, cache, rehash)
                 from .verify import verify_distribution
 
-                verdict = verify_distribution(dist, ctx)
+                verdict = _overwritten(dist) or verify_distribution(dist, ctx)
                 cache.store(dist.dist_info, context, verdict)
             verdicts[dist.dist_info] = verdict
         if ctx is not None:
@@ -192,7 +214,7 @@ class Registry:
         store, problems = load_trust_store()
         self.problems += [reason_of(p) for p in problems]
         hashes = HashCache(cache.hashes, rehash)
-        return Context(store, triton.version if triton else None, libtriton, hashes, hash_workers())
+        return Context(store, triton_version(triton), libtriton, hashes, hash_workers())
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
@@ -220,20 +242,46 @@ class Registry:
             return []
         return [
             PluginEntry(dist, p.path, p.file, p.api, p.name, verdict.status, list(p.exports), verdict.status,
-                        verdict.problem, list(verdict.signers), note=verdict.note)
+                        verdict.problem, list(verdict.signers), note=verdict.note, terms=p.terms)
             for p in verdict.plugins
         ]
 
+    def _check_contracts(self, plugins: list[PluginEntry], triton: str | None) -> None:
+        """Each plugin's contract against the installed Triton, before anything is loaded."""
+        checked = [p for p in plugins if p.terms is not None and p.trust != REJECTED]
+        if not checked:
+            return
+        from .plugins import check_terms
+
+        for plugin in checked:
+            assert plugin.terms is not None
+            try:
+                check_terms(plugin.terms, triton, plugin.file)
+            except VerifyError as exc:
+                plugin.trust = plugin.state = REJECTED
+                plugin.reason = reason_of(exc)
+
+    def missing_required(self) -> list[str]:
+        """Why compiling must stop: each plugin with ``on-failure = "fail"`` that is not loaded."""
+        with self._lock:
+            return [
+                f"plugin {p.terms.name if p.terms and p.terms.name else p.path} ({p.label()}) declares "
+                f"on-failure = \"fail\" and is {p.state}: {p.reason.code if p.reason else '-'}: "
+                f"{p.reason.message if p.reason else p.handed_over or p.note}"
+                for p in self.plugins if p.required() and p.state in BAD_STATES
+            ]
+
     # -- load -----------------------------------------------------------------------------
 
-    def load(self, loader: Loader, backends_dir: str | None = None) -> dict[str, Any] | None:
+    def load(self, loader: Loader, backends_dir: str | None = None, in_tree: bool | None = None
+             ) -> dict[str, Any] | None:
         """The backend table for Triton, or None when policy is ``off`` (Triton decides)."""
         with self._lock:
             if self.policy == OFF:
                 return None
             if self.result is not None:
                 return self.result
-            self.verify(backends_dir=backends_dir)
+            self.verify(backends_dir=backends_dir, in_tree=in_tree)
             backends = self._admit(self.entries)
             plugins = self._admit(self.plugins)
             self._resolve(backends, plugins)
@@ -244,7 +292,7 @@ class Registry:
             from .plugins import hand_over
 
             triton = self.discovery.triton if self.discovery else None
-            hand_over([p for p in plugins if p.state != EXCLUDED], triton.version if triton else None)
+            hand_over([p for p in plugins if p.state != EXCLUDED], triton_version(triton), triton)
             self._warn()
             self.result = result
             return result
@@ -267,7 +315,7 @@ class Registry:
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
         if not (_repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets])
-                or _repeats([s for p in plugins for s in p.exports])):
+                or _repeats([s for p in plugins for s in p.exports]) or _registrations_repeat(plugins)):
             return  # nothing can conflict: the common case skips the rule and its import
         from .conflicts import resolve
 
@@ -310,7 +358,8 @@ class Registry:
         for item in items:
             if item.state in (EXCLUDED, FAILED) and item.reason:
                 kind, name = ("backend", item.name) if isinstance(item, Entry) else ("plugin", item.path)
-                emit(f"Triton {kind} {name} ({item.label()}) {item.state}: {item.reason.path}: {item.reason.message}")
+                emit(f"Triton {kind} {name} ({item.label()}) {item.state}: {item.reason.path}: {item.reason.message}"
+                     + _failure_policy(item))
 
     # -- select ---------------------------------------------------------------------------
 
@@ -333,7 +382,8 @@ class Registry:
                 "used_by_triton": self.used_by_triton,
                 "discovery": "in-tree" if self.discovery and self.discovery.in_tree else "entry-points",
                 "triton": triton.label() if triton else None,
-                "trust_sources": self.trust_sources,
+                "triton_core": _core_row(self.discovery),
+                "trust_sources": self.trust_sources or _trust_sources(),
                 "cache": cache_file(),
                 "manifest_digest": self.manifest_digest,
                 "core": asdict(self.core) if self.core else None,
@@ -346,6 +396,19 @@ class Registry:
     def healthy(self) -> bool:
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
         return not self.problems and all(i.state not in BAD_STATES for i in items)
+
+
+def _overwritten(dist: Distribution) -> Verdict | None:
+    """A rejection, before any hashing, when another distribution installed over this one
+    owns files its RECORD lists (``conflict.files``); None when the files are its own."""
+    from .ownership import overlaps_of
+
+    for overlap in overlaps_of(dist):
+        if overlap.on_disk is not None and overlap.on_disk is not dist:
+            shared = [os.path.join(dist.root, *p.split("/")) for p in overlap.shared[:16]]
+            files = [dist.dist_info, dist.manifest or dist.dist_info, overlap.second.dist_info, *shared]
+            return Verdict(REJECTED, problem=overlap.reason(dist.dist_info), files=files)
+    return None
 
 
 def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache) -> None:
@@ -429,7 +492,29 @@ def _claim(key: int, item: Entry | PluginEntry) -> Any:
     dist_key = dist.key if dist else ""
     if isinstance(item, Entry):
         return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets))
-    return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports))
+    terms = item.terms
+    return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports),
+                 passes=tuple(terms.passes) if terms else (), dialects=tuple(terms.dialects) if terms else (),
+                 ops=tuple(terms.ops) if terms else ())
+
+
+def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
+    from dataclasses import asdict
+
+    return asdict(terms) if terms else None
+
+
+def _registrations_repeat(plugins: list[PluginEntry]) -> bool:
+    terms = [p.terms for p in plugins if p.terms is not None]
+    return any(_repeats([n for t in terms for n in getattr(t, kind)]) for kind in ("passes", "dialects", "ops"))
+
+
+def _failure_policy(item: Entry | PluginEntry) -> str:
+    if not isinstance(item, PluginEntry) or item.terms is None or not item.terms.declared:
+        return ""
+    if item.required():
+        return " (on-failure = \"fail\": compiling raises until it loads)"
+    return " (on-failure = \"fallback\": kernels compile with the standard pipeline, without it)"
 
 
 def describe(exc: BaseException) -> str:
@@ -446,10 +531,12 @@ def _reason(reason: Reason | None) -> dict[str, str] | None:
 
 def _dist_row(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dict[str, Any]:
     if dist is None:
-        return {"distribution": None, "version": None, "dist_info": None, "manifest": None, "coverage": None}
+        return {"distribution": None, "version": None, "dist_info": None, "manifest": None, "coverage": None,
+                "signature": None}
     verdict = verdicts.get(dist.dist_info)
     return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info,
-            "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None}
+            "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None,
+            "signature": verdict.signature or None if verdict else None}
 
 
 def _backend_row(e: Entry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
@@ -464,7 +551,34 @@ def _plugin_row(p: PluginEntry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
     return {
         "path": p.path, "file": p.file, "api": p.api, "name": p.name, **_dist_row(p.dist, verdicts),
         "trust": p.trust, "state": p.state, "signers": p.signers, "handed_over": p.handed_over,
-        "note": p.note, "reason": _reason(p.reason),
+        "note": p.note, "reason": _reason(p.reason), "contract": _terms_row(p.terms),
+    }
+
+
+def _trust_sources() -> list[str]:
+    """The trust files, also when no installed distribution has a manifest (then verification
+    never needed them): a report must not say no key is trusted when one is."""
+    from .trustpaths import trust_sources
+
+    return trust_sources()
+
+
+def triton_version(triton: Distribution | None) -> str | None:
+    """The installed Triton's version as Triton reports it (``triton.__version__``, read from
+    the file), else its distribution's: a fork's distribution version need not be Triton's."""
+    return None if triton is None else core_version(triton) or triton.version
+
+
+def _core_row(found: Discovery | None) -> dict[str, Any] | None:
+    """What ``import triton`` imports: the distribution whose RECORD lists the file, its
+    version, ``triton.__version__`` and the ``libtriton.so`` beside it."""
+    triton = found.triton if found else None
+    if found is None or triton is None:
+        return None
+    return {
+        "distribution": triton.name, "version": triton.version, "dist_info": triton.dist_info,
+        "init": os.path.join(triton.root, "triton", "__init__.py"), "__version__": core_version(triton),
+        "libtriton": libtriton_path(triton), "also_claimed_by": [d.label() for d in found.core_claims[1:]],
     }
 
 

@@ -53,6 +53,10 @@ class Verdict:
     note: str = ""
     envelope_sha256: str = ""
     coverage: str = ""
+    #: How the signatures were judged, apart from any later reason for rejection: "trusted"
+    #: (a trusted key's signature verified), "untrusted" (no trusted signer), "unsigned"
+    #: (hash-only), "" (not reached: the envelope itself was refused).
+    signature: str = ""
     backends: list[BackendClaim] = field(default_factory=list)
     plugins: list[PluginClaim] = field(default_factory=list)
     #: Every file and directory the outcome depends on, the one that failed included.

@@ -54,7 +54,7 @@ from .installed import (
 )
 from .layout import is_shared_library
 from .trust import TrustStore, admit_signers, check_floor
-from .verdict import BackendClaim, PluginClaim, Reason, Verdict, reason_of
+from .verdict import BackendClaim, PluginClaim, Reason, Verdict, plugin_terms, reason_of
 from .vocab import REJECTED, UNVERIFIED, VERIFIED
 
 __all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribution"]
@@ -160,10 +160,12 @@ def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdic
         verdict.status = UNVERIFIED
         keyids = ", ".join(s.keyid[:16] for s in envelope.signatures)
         verdict.note = f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)"
+        verdict.signature = "untrusted" if keyids else "unsigned"
         verdict.signers = [s.keyid for s in envelope.signatures]
         return dsse.unverified_payload(envelope), ()
     verified = dsse.verify(envelope, trust, where)
     verdict.status = VERIFIED
+    verdict.signature = "trusted"
     verdict.signers = [_signer(trust, k) for k in verified.keyids]
     return verified.payload, verified.keyids
 
@@ -212,7 +214,7 @@ def _claims(manifest: m.Manifest, dist: Distribution, located: dict[str, str], v
             raise VerifyError("plugin", dist.manifest or dist.dist_info,
                               f"plugin {plugin.path[:200]!r} is not an installed artifact of the manifest")
         exports = _strong_exports(artifact.elf) if artifact.elf else []
-        verdict.plugins.append(PluginClaim(plugin.path, file, plugin.api, plugin.name, exports))
+        verdict.plugins.append(PluginClaim(plugin.path, file, plugin.api, plugin.name, exports, plugin_terms(plugin)))
 
 
 def _strong_exports(elf: m.ElfInfo) -> list[str]:
