@@ -153,7 +153,7 @@ def _backend_overrides(values: list[str]) -> dict[str, str]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from .migrate import migrate_many
+    from .migrate import Options, migrate_many
     from .progress import WheelProgress
 
     try:
@@ -170,8 +170,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if plain:
             _print_outcome(outcome, args.quiet)
 
+    options = Options(triton_package=args.triton_package, rewrite_record=args.rewrite_record)
     outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
-                            progress=bar.on_bytes, done=done, drop_signature=args.drop_signature)
+                            progress=bar.on_bytes, done=done, drop_signature=args.drop_signature, options=options)
     bar.close()
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "wheels": [o.as_dict() for o in outcomes],
@@ -196,6 +197,9 @@ def _print_outcome(outcome: Any, quiet: bool = False) -> None:
     if outcome.error:
         print(f"backend-packager: error: {outcome.error} ({outcome.error.code})", file=sys.stderr)
         return
+    for found in outcome.discrepancies:  # each rewritten from the contents (--rewrite-record)
+        print(f"backend-packager: repaired: {outcome.source}: {found.code}: {found.path}: {found.detail}",
+              file=sys.stderr)
     if quiet:
         return
     signer = f"signed by {outcome.signed_by[:16]}" if outcome.signed_by else "hash-only"
@@ -282,8 +286,8 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks)
-    except TrustError as exc:
-        print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+    except TrustError as exc:  # a source, the key or the lock: the run could not start
+        _fail(args, exc)
         return EXIT_USAGE
     finally:
         if bars:
@@ -317,15 +321,15 @@ def _print_mirror(run: Any) -> None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from triton_backend_runtime.trust import TrustStore, parse_key_file
 
+    from .fsutil import read_input
     from .verify import verify_wheel
 
     keys = []
     for path in args.trust:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise InputError("trust", str(path), f"cannot read key file: {reason}") from None
+            text = read_input(path, 1 << 20).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError("trust", str(path), "cannot read key file: not UTF-8 text") from None
         keys += parse_key_file(text, str(path))
     store = TrustStore.of(keys)
     results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
@@ -450,6 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="wheels (or, for one wheel, members) processed in parallel (default: %(default)s)")
     migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
                          help="declare a backend explicitly (repeatable); overrides discovery")
+    migrate.add_argument("--triton-package", type=python_package, metavar="NAME",
+                         help="the Triton package the backends plug into (entry-point group NAME.backends, "
+                         "directories NAME/backends/*/), for a vendor release that renames 'triton' when the "
+                         "wheel does not tell (default: read from the wheel, else triton)")
+    migrate.add_argument("--rewrite-record", action="store_true",
+                         help="migrate a wheel whose RECORD or file-name tags disagree with its contents, from the "
+                         "contents: RECORD and the file name are rewritten, every discrepancy is listed and "
+                         "recorded in the manifest's provenance")
     migrate.add_argument("--json", action="store_true", help="print a JSON summary")
     migrate.set_defaults(func=cmd_migrate)
 
@@ -553,6 +565,13 @@ def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="print only errors: no progress, warnings or notes")
     parser.add_argument("-v", "--verbose", action="count", default=default,
                         help="say more; -v also shows the traceback of an internal error")
+
+
+def python_package(text: str) -> str:
+    """argparse type for --triton-package: one importable name (no dots, no slashes)."""
+    if not text.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python package name")
+    return text
 
 
 def positive_int(text: str) -> int:

@@ -8,12 +8,20 @@ vouches for every file of the output wheel. Name, version and tags are kept. A w
 already has a manifest is re-scanned and re-signed: that is how a wheel is re-signed after
 ``auditwheel repair``.
 
+Renamed packages: a vendor release that renames ``triton`` (``tokenspeed_triton``) reads the
+group ``<package>.backends``; the package is read from the wheel (``--triton-package`` when it
+cannot be), recorded in the manifest, and a wheel with backend-shaped directories where no
+backend was found gets a warning. ``--rewrite-record`` migrates a wheel whose RECORD or
+file-name tags disagree with its contents, from the contents: every discrepancy is listed,
+and recorded in the manifest's provenance (``repairs``).
+
 Many wheels run in parallel threads (the heavy work, inflating and hashing, releases the
 GIL); a single wheel uses the same number of threads across its members instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -25,9 +33,11 @@ from triton_backend_runtime import dsse
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.statement import manifest_from_statement
 
-from . import assemble
+from . import assemble, plugininfo
 from .assemble import Injection
-from .errors import InputError, TrustError
+from .entrypoints import DEFAULT_PACKAGE
+from .errors import InputError, TrustError, WheelError, from_os_error
+from .records import Discrepancy
 from .rewrite import rewrite_wheel
 from .signing import SigningKey
 from .wheelfile import WheelContents
@@ -48,6 +58,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     error: TrustError | None = None
     seconds: float = 0.0
+    triton_package: str | None = None  # the Triton package the backends plug into
+    discrepancies: list[Discrepancy] = field(default_factory=list)  # RECORD / tags vs contents
+    repaired: bool = False  # the discrepancies were rewritten from the contents (--rewrite-record)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -62,7 +75,20 @@ class Outcome:
             "warnings": self.warnings,
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 3),
+            "triton_package": self.triton_package,
+            "discrepancies": [{"code": d.code, "path": d.path, "message": d.detail} for d in self.discrepancies],
+            "repaired": self.repaired,
         }
+
+
+@dataclass(frozen=True)
+class Options:
+    """What only some migrations need: ``triton_package`` names the Triton package when the
+    wheel cannot tell; ``rewrite_record`` migrates a wheel whose RECORD or tags disagree
+    with its contents, from the contents."""
+
+    triton_package: str | None = None
+    rewrite_record: bool = False
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -94,17 +120,22 @@ def migrate_wheel(
     overrides: dict[str, str] | None = None,
     jobs: int = 1,
     progress: ByteProgress | None = None,
+    drop_signature: bool = False,
+    options: Options = Options(),
 ) -> Outcome:
-    """Migrate one wheel; errors are caught into the outcome, never raised."""
+    """Migrate one wheel; errors are caught into the outcome, never raised. Without a key,
+    a signed input is refused unless ``drop_signature``: its output would be hash-only."""
     outcome = Outcome(src)
     started = time.perf_counter()
     try:
         if out_dir.resolve() == src.parent.resolve():
             raise InputError("output", str(out_dir), "the output directory holds the input wheel; choose another")
+        if key is None and not drop_signature:
+            _refuse_signature_drop(src)
         epoch = source_date_epoch()
 
         def plan(contents: WheelContents) -> Injection:
-            return plan_migration(contents, overrides, epoch, outcome)
+            return plan_migration(contents, overrides, epoch, outcome, wheel=src, options=options)
 
         def member_progress(member: str, nbytes: int) -> None:
             if progress:
@@ -112,21 +143,31 @@ def migrate_wheel(
 
         outcome.output = rewrite_wheel(src, out_dir, plan, key, jobs=jobs, epoch=epoch, progress=member_progress)
         outcome.signed_by = key.public.keyid if key else None
+        if key is None and outcome.status == "re-signed":
+            outcome.status = "re-hashed"  # its signature dropped on request: nobody re-signed it
         if key is None:
             outcome.warnings.append(f"{src}: no signing key given: the manifest is hash-only (unsigned)")
     except TrustError as exc:
         outcome.error = exc
+        outcome.status = "failed"
+    except OSError as exc:  # no space, read-only output...: this wheel's failure, said as one line
+        outcome.error = from_os_error(exc)
         outcome.status = "failed"
     outcome.seconds = time.perf_counter() - started
     return outcome
 
 
 def plan_migration(
-    contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome
+    contents: WheelContents, overrides: dict[str, str] | None, epoch: int | None, outcome: Outcome,
+    *, wheel: Path | None = None, options: Options = Options(),
 ) -> Injection:
     """The manifest and files for ``contents`` (a wheel's, or an installed distribution's for
-    ``adopt``), recording what was found in ``outcome``."""
-    found = assemble.find_backends(contents, overrides)
+    ``adopt``), recording what was found in ``outcome``; plugins are asked what they provide
+    when there is a ``wheel`` to extract them from (:mod:`.plugininfo`)."""
+    repairs = _repairs(contents, outcome, options.rewrite_record)
+    package = _triton_package(contents, options.triton_package, outcome)
+    found = assemble.find_backends(contents, overrides, package)
+    _warn_if_unfound(found, contents, outcome)
     previous = _previous_manifest(contents, outcome)
     backends = found.backends
     requirements = m.Requirements(
@@ -140,7 +181,9 @@ def plan_migration(
         provenance, protocol = previous.provenance, previous.protocol_version
     injection = assemble.describe(
         contents, backends, found.entry_points,
-        requirements=requirements, provenance=provenance, epoch=epoch, protocol_version=protocol,
+        requirements=requirements, provenance=dataclasses.replace(provenance, repairs=repairs), epoch=epoch,
+        protocol_version=protocol, triton_package=package,
+        plugins=plugininfo.migrated_plugins(contents.artifacts, previous.plugins if previous else [], wheel),
     )
     manifest = injection.manifest
     outcome.status = "re-signed" if contents.existing_manifest is not None else "migrated"
@@ -150,6 +193,52 @@ def plan_migration(
     outcome.native = sum(a.elf is not None for a in manifest.artifacts)
     outcome.warnings.extend(contents.warnings)
     return injection
+
+
+def _repairs(contents: WheelContents, outcome: Outcome, allowed: bool) -> list[m.Repair]:
+    """The input's disagreements with itself: refused (naming the flag) unless ``allowed``;
+    then each one is recorded in the provenance, and the output's RECORD and name come
+    from the contents (the writer always regenerates RECORD from the bytes it copied)."""
+    found = contents.discrepancies
+    outcome.discrepancies = list(found)
+    if not found:
+        return []
+    listing = "; ".join(f"{d.path}: {d.code}: {d.detail}" for d in found)
+    first = found[0]
+    where = f"{outcome.source}!{first.path}" if first.code != "wheel.tags" else str(outcome.source)
+    if not allowed:
+        raise WheelError("record", where, f"RECORD or tags disagree with the contents ({len(found)}: {listing}); "
+                         "not signing it. `migrate --rewrite-record` migrates it from its contents, recording each "
+                         "discrepancy in the manifest's provenance")
+    outcome.repaired = True
+    return [m.Repair(d.code, d.path, d.detail) for d in found]
+
+
+def _triton_package(contents: WheelContents, given: str | None, outcome: Outcome) -> str:
+    """The Triton package the backends plug into: ``given``, else the one the wheel names."""
+    if given:
+        outcome.triton_package = given
+        return given
+    found = assemble.triton_packages(contents)
+    if len(found) > 1:
+        raise WheelError("triton-package", str(outcome.source), f"backends for several Triton packages "
+                         f"({', '.join(found)}): name the one to migrate with --triton-package NAME")
+    outcome.triton_package = found[0] if found else DEFAULT_PACKAGE
+    return outcome.triton_package
+
+
+def _warn_if_unfound(found: assemble.Backends, contents: WheelContents, outcome: Outcome) -> None:
+    """Backend-shaped directories where no backend was found: say so, not nothing."""
+    if found.backends:
+        return
+    shapes = [f"{prefix}backends/{name}/" for prefix, name in assemble.backend_shapes(contents.names)]
+    if shapes:
+        shown = ", ".join(shapes[:5]) + (f" and {len(shapes) - 5} more" if len(shapes) > 5 else "")
+        outcome.warnings.append(
+            f"{outcome.source}: backend-shaped directories ({shown}) but no backend found for the Triton "
+            f"package {found.package!r}: name the package with --triton-package NAME, or the backends with "
+            "--backend NAME=PACKAGE"
+        )
 
 
 def _previous_manifest(contents: WheelContents, outcome: Outcome) -> m.Manifest | None:
@@ -172,6 +261,24 @@ def _previous_manifest(contents: WheelContents, outcome: Outcome) -> m.Manifest 
     return previous
 
 
+def _refuse_signature_drop(src: Path) -> None:
+    """Read only the central directory and the manifest: a signed input needs a key."""
+    from .wheelfile import WheelArchive, manifest_member
+
+    with WheelArchive(src) as archive:
+        member = manifest_member(archive.dist_info)
+        data = archive.read(member)
+    if data is None:
+        return
+    try:
+        signed = bool(dsse.decode(data, member).signatures)
+    except TrustError:
+        return  # unreadable: rebuilt from the contents, as a re-sign does
+    if signed:
+        raise InputError("signed", f"{src}!{member}", "the wheel is signed; without --key its output would be "
+                         "hash-only: pass --key, or --drop-signature to drop the signature on purpose")
+
+
 def migrate_many(
     wheels: list[Path],
     out_dir: Path,
@@ -181,13 +288,16 @@ def migrate_many(
     jobs: int = 1,
     progress: ByteProgress | None = None,
     done: Callable[[Outcome], None] | None = None,
+    drop_signature: bool = False,
+    options: Options = Options(),
 ) -> list[Outcome]:
     """Migrate every wheel, ``jobs`` at a time; one wheel alone gets ``jobs`` threads itself."""
     out_dir.mkdir(parents=True, exist_ok=True)
     inner = jobs if len(wheels) == 1 else 1
 
     def one(src: Path) -> Outcome:
-        outcome = migrate_wheel(src, out_dir, key, overrides=overrides, jobs=inner, progress=progress)
+        outcome = migrate_wheel(src, out_dir, key, overrides=overrides, jobs=inner, progress=progress,
+                                drop_signature=drop_signature, options=options)
         if done:
             done(outcome)
         return outcome

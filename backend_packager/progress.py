@@ -16,11 +16,12 @@ from typing import TextIO
 class WheelProgress:
     """Per wheel (done / total) and per byte (compressed bytes copied / wheel sizes)."""
 
-    def __init__(self, wheels: list[Path], stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty() if enabled is None else enabled
+    def __init__(self, wheels: list[Path], stream: TextIO | None = None, enabled: bool | None = None) -> None:
+        # Looked up per call: a default bound at import would outlive a replaced sys.stderr.
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
         self.total_wheels = len(wheels)
-        self.sizes = {w: w.stat().st_size for w in wheels}
+        self.sizes = {w: _size(w) for w in wheels}
         self.seen = dict.fromkeys(wheels, 0)
         self.total_bytes = sum(self.sizes.values()) or 1
         self.done_wheels = 0
@@ -59,3 +60,11 @@ class WheelProgress:
         if self.enabled:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+def _size(wheel: Path) -> int:
+    """For the byte total only: a wheel that cannot be stat'ed fails later, with its reason."""
+    try:
+        return wheel.stat().st_size
+    except OSError:
+        return 0

@@ -18,6 +18,7 @@ from triton_backend_runtime.manifest import Artifact
 from .artifacts import ArtifactSink, artifact_from_file, read_into
 from .elf import ELF_MAGIC, CaptureMiss
 from .errors import InputError, TrustError, WheelError
+from .wheelfile import ZIP_ERRORS, describe, open_zip
 
 
 @dataclass
@@ -81,10 +82,7 @@ def _starts_with_magic(file: Path) -> bool:
 
 
 def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise WheelError("not-zip", str(wheel), f"not a readable wheel (zip): {exc}") from None
+    archive = open_zip(wheel, str(wheel))
     with archive:
         for info in sorted(archive.infolist(), key=lambda i: i.filename):
             if info.is_dir():
@@ -93,8 +91,8 @@ def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | T
 
 
 def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, named_so: bool, *,
-                   sparse: bool) -> Artifact:
-    sink = ArtifactSink(info.filename, display, sparse=sparse)
+                   capture: list[tuple[int, int]] | None = None) -> Artifact:
+    sink = ArtifactSink(info.filename, display, capture=capture)
     try:
         with archive.open(info) as stream:
             read_into(sink, stream)  # type: ignore[arg-type]
@@ -115,10 +113,10 @@ def _scan_member(
         if progress:
             progress(display)
         try:
-            yield _stream_member(archive, info, display, named_so, sparse=True)
-        except CaptureMiss:
-            yield _stream_member(archive, info, display, named_so, sparse=False)
+            yield _stream_member(archive, info, display, named_so)
+        except CaptureMiss as miss:
+            yield _stream_member(archive, info, display, named_so, capture=miss.ranges)
     except TrustError as exc:
         yield exc
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        yield WheelError("member", display, f"cannot read member: {exc}")
+    except ZIP_ERRORS as exc:
+        yield WheelError("member", display, f"cannot read member: {describe(exc)}")

@@ -19,7 +19,10 @@ from triton_backend_runtime.statement import statement_bytes
 from triton_backend_runtime.trust import PublicKey, keyid_of
 
 from .errors import ConfigError
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_input
+
+#: A PEM Ed25519 key is a few hundred bytes; anything much larger is not one.
+MAX_KEY_FILE = 64 << 10
 
 #: Environment variable holding the passphrase of an encrypted private key.
 PASSPHRASE_ENV = "BACKEND_PACKAGER_KEY_PASSPHRASE"
@@ -59,10 +62,7 @@ def load(path: Path) -> SigningKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError("key", str(path), f"cannot read signing key: {exc.strerror}") from None
+    data = read_input(path, MAX_KEY_FILE)
     passphrase = os.environ.get(PASSPHRASE_ENV)
     try:
         private = serialization.load_pem_private_key(data, passphrase.encode() if passphrase else None)

@@ -27,7 +27,8 @@ from pathlib import Path
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
 from . import entrypoints, records, zipformat
-from .errors import WheelError
+from .errors import InputError, WheelError
+from .fsutil import open_input
 
 #: A declared uncompressed size above this is refused before anything is inflated.
 MAX_MEMBER_SIZE = 0xFFFFFFFF - 1
@@ -113,6 +114,9 @@ class WheelContents:
     existing_manifest: bytes | None
     read_member: Callable[[str], bytes | None]
     warnings: list[str] = field(default_factory=list)
+    #: Where RECORD or the file name's tags disagree with the contents; a rewrite refuses
+    #: them unless the plan's provenance records them (``migrate --rewrite-record``).
+    discrepancies: list[records.Discrepancy] = field(default_factory=list)
 
 
 class WheelArchive:
@@ -126,7 +130,7 @@ class WheelArchive:
         #: Problems the output repairs rather than refuses (trailing data), one line each.
         self.warnings: list[str] = []
         end = self._check_end()
-        self._zip = _open_zip(path, self.display)
+        self._zip = open_zip(path, self.display, checked=True)
         try:
             self.members = self._members(end)
             self.dist_info = self._dist_info()
@@ -154,22 +158,8 @@ class WheelArchive:
         return f"{self.display}!{member}"
 
     def _check_end(self) -> zipformat.End:
-        """Read the end records before :mod:`zipfile` does: it keeps every central directory
-        entry in memory, so their number and size are capped first. Bytes after the end
-        record are trailing data: not copied, and said."""
-        try:
-            with open(self.path, "rb") as stream:
-                size = os.fstat(stream.fileno()).st_size
-                start = max(0, size - zipformat.END_SEARCH)
-                stream.seek(start)
-                end = zipformat.find_end(stream.read(), start)
-        except OSError as exc:
-            raise WheelError("unreadable", self.display, f"cannot read: {exc.strerror or exc}") from None
-        if end is None:
-            raise WheelError("not-zip", self.display, "not a zip file, or truncated (no end of central directory)")
-        if end.count > MAX_MEMBERS or end.cd_size > MAX_DIRECTORY:
-            raise WheelError("limit", self.display, f"central directory of {end.count} entries in {end.cd_size} "
-                             f"bytes: over the limit of {MAX_MEMBERS} entries or {MAX_DIRECTORY} bytes")
+        """Bytes after the end record are trailing data: not copied, and said."""
+        end, size = read_end(self.path, self.display)
         if end.eocd_end < size:
             self.warnings.append(f"{self.display}: {size - end.eocd_end} bytes of trailing data after the end "
                                  "of the archive: not copied to the output")
@@ -238,8 +228,7 @@ class WheelArchive:
                              f"{limit} for a file read whole")
         try:
             return self._zip.read(info)
-        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError,
-                RuntimeError) as exc:
+        except ZIP_ERRORS as exc:
             # zipfile raises each of these for some corrupt member: every one is this member's problem.
             raise WheelError("member", self.where(name), f"cannot read member: {_short(exc)}") from None
 
@@ -262,8 +251,15 @@ class WheelArchive:
                 raise WheelError("malformed", self.where(f"{self.dist_info}/{leaf}"), f"{leaf} has no {header}")
         return message
 
-    def name_problems(self) -> list[str]:
-        """File name, dist-info name, METADATA and WHEEL must all tell the same story."""
+    def tag_problem(self) -> str | None:
+        """Why the file name's tags are not WHEEL's, or None when they agree."""
+        tags = sorted(self.wheel_meta.get_all("Tag") or [])
+        if sorted(self.wheel_name.tags) != tags:
+            return f"file name tags {sorted(self.wheel_name.tags)} differ from WHEEL tags {tags}"
+        return None
+
+    def name_problems(self, *, tags: bool = True) -> list[str]:
+        """File name, dist-info name, METADATA and WHEEL (``tags``) must all tell the same story."""
         name, version = self.metadata["Name"], self.metadata["Version"]
         expected = f"{normalize_name(name)}-{version}.dist-info"
         problems = []
@@ -273,9 +269,9 @@ class WheelArchive:
             problems.append(f"file name says version {self.wheel_name.version}, METADATA says {version}")
         if normalize_name(self.dist_info) != normalize_name(expected):
             problems.append(f"dist-info directory {self.dist_info!r} does not match {name} {version}")
-        tags = sorted(self.wheel_meta.get_all("Tag") or [])
-        if sorted(self.wheel_name.tags) != tags:
-            problems.append(f"file name tags {sorted(self.wheel_name.tags)} differ from WHEEL tags {tags}")
+        tag_problem = self.tag_problem() if tags else None
+        if tag_problem:
+            problems.append(tag_problem)
         return problems
 
     def entry_points(self) -> entrypoints.EntryPoints:
@@ -296,13 +292,48 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
-def _open_zip(path: Path, display: str) -> zipfile.ZipFile:
+#: What zipfile raises for one malformed archive or member: each is that input's problem.
+ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError, RuntimeError,
+              UnicodeDecodeError, struct.error, OverflowError)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one bounded line: its class, then its message."""
+    return _short(exc)
+
+
+def read_end(path: Path, display: str) -> tuple[zipformat.End, int]:
+    """The end records of ``path`` and its size, read before :mod:`zipfile` reads anything:
+    zipfile keeps every central directory entry in memory, so their number and size are
+    capped first. ``path`` must be a regular file (a FIFO would block the read)."""
+    try:
+        with open(open_input(path), "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            start = max(0, size - zipformat.END_SEARCH)
+            stream.seek(start)
+            end = zipformat.find_end(stream.read(), start)
+    except OSError as exc:
+        raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
+    except InputError as exc:
+        raise WheelError(exc.code.split(".", 1)[1], display, exc.detail) from None
+    if end is None:
+        raise WheelError("not-zip", display, "not a zip file, or truncated (no end of central directory)")
+    if end.count > MAX_MEMBERS or end.cd_size > MAX_DIRECTORY:
+        raise WheelError("limit", display, f"central directory of {end.count} entries in {end.cd_size} "
+                         f"bytes: over the limit of {MAX_MEMBERS} entries or {MAX_DIRECTORY} bytes")
+    return end, size
+
+
+def open_zip(path: Path, display: str, *, checked: bool = False) -> zipfile.ZipFile:
+    """``path`` opened by zipfile after :func:`read_end` (unless ``checked`` says it ran),
+    every exception of zipfile's mapped to a :class:`WheelError`."""
+    if not checked:
+        read_end(path, display)
     try:
         return zipfile.ZipFile(path)
     except OSError as exc:
         raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
-    except (zipfile.BadZipFile, EOFError, ValueError, UnicodeDecodeError, NotImplementedError, RuntimeError,
-            struct.error, OverflowError) as exc:
+    except ZIP_ERRORS as exc:
         # Each is zipfile's word for a malformed central directory (a bad UTF-8 name, a bad extra...).
         raise WheelError("not-zip", display, f"not a zip file, or corrupt ({_short(exc)})") from None
 

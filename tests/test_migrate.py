@@ -102,7 +102,7 @@ def test_declared_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: 
     out = tmp_path / src.name
     assert verify(out, key).returncode == 0, verify(out, key).stdout
     assert sha(src) == before
-    info = json.loads(run_cli("inspect", "--json", str(out)).stdout)
+    info = json.loads(run_cli("inspect", "--json", str(out)).stdout)["wheels"][0]
     assert json.dumps(info).count("legacy_ep_backend.compiler:LegacyEpBackendBackend") == 1
 
 
@@ -223,7 +223,7 @@ def vouched_members(wheel: Path) -> dict[str, tuple[str, int, bool]]:
 def assert_vouches_for_every_file(wheel: Path) -> dict[str, Any]:
     """The manifest (schema 1.1, coverage "all") lists exactly the wheel's files, each with
     its sha256 and size, and ELF facts on native files only. Returns the manifest."""
-    inspected = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)
+    inspected = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)["wheels"][0]
     manifest: dict[str, Any] = inspected["manifest"]
     assert (manifest["schema_version"], manifest["coverage"], inspected["coverage"]) == ("1.1", "all", "all")
     listed = {a["path"]: a for a in manifest["artifacts"]}
@@ -437,11 +437,11 @@ def test_progress_bar_on_a_terminal(legacy: dict[str, Path], key: Keypair, tmp_p
 def test_resigning_a_built_wheel_keeps_declarations(example_wheels: dict[str, Path], key: Keypair,
                                                     tmp_path: Path) -> None:
     built = example_wheels["setuptools_backend"]
-    before = json.loads(run_cli("inspect", "--json", str(built)).stdout)["manifest"]
+    before = json.loads(run_cli("inspect", "--json", str(built)).stdout)["wheels"][0]["manifest"]
     proc = migrate(str(built), "-o", str(tmp_path), "--key", str(key.private))
     assert proc.returncode == 0, proc.stderr
     assert "declarations kept" in proc.stderr
-    after = json.loads(run_cli("inspect", "--json", str(tmp_path / built.name)).stdout)["manifest"]
+    after = json.loads(run_cli("inspect", "--json", str(tmp_path / built.name)).stdout)["wheels"][0]["manifest"]
     assert after["backends"] == before["backends"] and after["backends"][0]["targets"] == ["demo"]
     assert after["provenance"] == before["provenance"] and after["provenance"]["kind"] == "build"
     assert after["requirements"] == before["requirements"]

@@ -86,7 +86,7 @@ def test_utlx_plugin_needs_libtriton(key: Keypair, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = Path(json.loads(proc.stdout)["wheels"][0]["output"])
     assert run_cli("verify", str(out), "--trust", str(key.public)).returncode == 0
-    manifest = json.loads(run_cli("inspect", "--json", str(out)).stdout)
+    manifest = json.loads(run_cli("inspect", "--json", str(out)).stdout)["wheels"][0]
     manifest = manifest.get("manifest", manifest)
     assert {"path": "utlx_plugin/libutlx.so", "api": "v2", "name": None} in manifest["plugins"]
     (lib,) = [a for a in manifest["artifacts"] if a["path"] == "utlx_plugin/libutlx.so"]

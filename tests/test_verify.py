@@ -158,7 +158,7 @@ def test_schema_1_0_manifest_still_verifies_with_a_note(wheel: Path, signing_key
     assert doc["notes"] and "native files only" in doc["notes"][0]
     shown = run_cli("inspect", str(old)).stdout
     assert "coverage:   native (native files only" in shown and "schema 1.0" in shown
-    assert json.loads(run_cli("inspect", "--json", str(old)).stdout)["coverage"] == "native"
+    assert json.loads(run_cli("inspect", "--json", str(old)).stdout)["wheels"][0]["coverage"] == "native"
 
 
 def test_schema_1_0_manifest_keeps_todays_checks(wheel: Path, signing_key: Keypair, tmp_path: Path) -> None:
