@@ -1,78 +1,136 @@
 """Artifact records: a file's sha256 and size, plus its ELF facts when it is ELF.
 
-Bytes are read once. :class:`ArtifactSink` takes a stream chunk by chunk (from a file, or
-from a wheel member as it is inflated), hashes it, and spools it only when it is ELF, so
-the scanner can seek in it afterwards. Only the byte ranges the scan reads are spooled
-(:func:`~backend_packager.elf.capture_ranges`: about 90 MB of libtriton.so's 500 MB), at
-their own offsets, leaving holes elsewhere. The spool lives in memory up to
-:data:`SPOOL_IN_MEMORY` and in a temporary file beyond, so memory stays bounded however
-big the member.
+Bytes are read once. :class:`ArtifactSink` takes a stream chunk by chunk (from a wheel
+member as it is inflated), hashes it, and, when it is ELF, keeps the byte ranges the scan
+reads so the scanner can seek in them afterwards. The ranges come from the first bytes
+(:func:`~backend_packager.elf.capture_ranges`: about 90 MB of libtriton.so's 500 MB) and
+never add up to more than :data:`~backend_packager.elf.SCAN_BYTES_LIMIT`, the most the
+scan reads, whatever the member's size. When they miss a section, the scan says exactly
+which ranges it needs (:class:`~backend_packager.elf.CaptureMiss`), and a second pass
+keeps only those. Kept ranges are stored end to end, without holes: in memory up to
+:data:`SPOOL_IN_MEMORY`, in a temporary file beyond.
+
+A file on disk is scanned in place, and hashed meanwhile in a thread: hashlib and file
+reads release the GIL, so the hash costs no time beside the scan on two cores.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import os
 import tempfile
+import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
-from triton_backend_runtime.manifest import Artifact
+from triton_backend_runtime.manifest import Artifact, ElfInfo
 
-from .elf import ELF_MAGIC, capture_ranges, scan_elf
+from .elf import ELF_MAGIC, SCAN_BYTES_LIMIT, CaptureMiss, capture_ranges, scan_elf
 from .errors import ElfError
 
 CHUNK = 1 << 20
 SPOOL_IN_MEMORY = 16 << 20
+#: First bytes held before deciding what to keep: the ELF header and program headers.
+PLAN_BYTES = 64 << 10
+#: Files at least this big are hashed in a thread beside the scan.
+HASH_IN_THREAD = 1 << 20
+
+Range = tuple[int, int]
+
+
+class _Spool:
+    """Kept byte ranges of a stream, stored end to end; reads by the stream's offsets."""
+
+    def __init__(self, ranges: list[Range]) -> None:
+        self.ranges = ranges
+        self._starts = [lo for lo, _ in ranges]
+        self._bases = [0]
+        for lo, hi in ranges:
+            self._bases.append(self._bases[-1] + hi - lo)
+        self._file: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
+        self.kept = 0
+        self._pos = 0
+
+    def keep(self, chunk: bytes, start: int) -> None:
+        """Write the parts of ``chunk`` (at stream offset ``start``) inside the ranges.
+
+        Chunks arrive in stream order and the ranges are sorted and disjoint, so the
+        stored bytes only ever grow at the end: no seeks, no holes.
+        """
+        end = start + len(chunk)
+        for low, high in self.ranges[max(0, bisect.bisect_right(self._starts, start) - 1):]:
+            if low >= end:
+                break
+            lo, hi = max(low, start), min(high, end)
+            if lo < hi:
+                self._file.write(chunk[lo - start : hi - start])
+                self.kept += hi - lo
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = offset if whence == 0 else self._pos + offset
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        """Bytes from the current position, up to the end of the range holding it."""
+        at = bisect.bisect_right(self._starts, self._pos) - 1
+        if at < 0 or self._pos >= self.ranges[at][1]:
+            return b""
+        lo, hi = self.ranges[at]
+        size = hi - self._pos if size < 0 else min(size, hi - self._pos)
+        self._file.seek(self._bases[at] + self._pos - lo)
+        data = self._file.read(size)
+        self._pos += len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
 
 
 class ArtifactSink:
-    """Accumulates one member's bytes: hash always, spool for the scan if ELF."""
+    """Accumulates one member's bytes: hash always, keep what the scan needs if ELF.
 
-    def __init__(self, path: str, display: str, *, sparse: bool = True) -> None:
+    ``capture``: keep exactly these ranges (the second pass after a
+    :class:`~backend_packager.elf.CaptureMiss`). ``sparse=False``: keep everything up to
+    SCAN_BYTES_LIMIT. Otherwise the ranges are planned from the first bytes.
+    """
+
+    def __init__(self, path: str, display: str, *, sparse: bool = True, capture: list[Range] | None = None) -> None:
         self.path = path
         self.display = display
         self.size = 0
         self._hash = hashlib.sha256()
         self._head = b""
         self._decided = False
-        self._ranges: list[tuple[int, int]] | None = None
         self._sparse = sparse
-        self._spool: tempfile.SpooledTemporaryFile[bytes] | None = None
+        self._capture = capture
+        self._spool: _Spool | None = None
 
     def update(self, chunk: bytes) -> None:
         self._hash.update(chunk)
         start = self.size
         self.size += len(chunk)
         if self._spool is not None:
-            self._keep(chunk, start)
-            return
-        if self._decided:
-            return
-        self._head += chunk
-        if len(self._head) < 4:
-            return
-        # Enough bytes to tell: spool (including what came before) only if ELF.
-        self._decided = True
-        if self._head[:4] == ELF_MAGIC:
-            self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
-            self._ranges = capture_ranges(self._head) if self._sparse else None
-            self._keep(self._head, 0)
-        self._head = self._head[:64]
+            self._spool.keep(chunk, start)
+        elif not self._decided:
+            self._head += chunk
+            if len(self._head) >= PLAN_BYTES or (len(self._head) >= 4 and self._head[:4] != ELF_MAGIC):
+                self._decide()
 
-    def _keep(self, chunk: bytes, start: int) -> None:
-        """Write the parts of ``chunk`` (at stream offset ``start``) that the scan needs."""
-        assert self._spool is not None
-        if self._ranges is None:
-            self._spool.seek(start)
-            self._spool.write(chunk)
+    def _decide(self) -> None:
+        """Plan from the first bytes; keep (from) them if ELF."""
+        self._decided = True
+        head, self._head = self._head, self._head[:PLAN_BYTES]
+        if head[:4] != ELF_MAGIC:
             return
-        end = start + len(chunk)
-        for low, high in self._ranges:
-            if high <= start or low >= end:
-                continue
-            lo, hi = max(low, start), min(high, end)
-            self._spool.seek(lo)  # gaps stay holes: a sparse file, or zeros in memory
-            self._spool.write(chunk[lo - start : hi - start])
+        if self._capture is not None:
+            ranges = self._capture
+        elif self._sparse:
+            ranges = capture_ranges(head) or [(0, len(head))]
+        else:
+            ranges = [(0, SCAN_BYTES_LIMIT)]
+        self._spool = _Spool(ranges)
+        self._spool.keep(head, 0)
 
     @property
     def sha256(self) -> str:
@@ -84,24 +142,47 @@ class ArtifactSink:
         return self._head[:64]
 
     @property
+    def prefix(self) -> bytes:
+        """Up to the first PLAN_BYTES bytes seen (the ELF header and program headers)."""
+        return self._head
+
+    @property
+    def kept(self) -> int:
+        """Bytes kept for the scan so far."""
+        return self._spool.kept if self._spool is not None else 0
+
+    @property
     def is_elf(self) -> bool:
+        if not self._decided and self._head[:4] == ELF_MAGIC:
+            self._decide()
         return self._spool is not None
 
     def finish(self, *, require_elf: bool = False) -> Artifact:
         """The record. Non-ELF data raises ElfError when ``require_elf`` is set.
 
-        Raises :class:`~backend_packager.elf.CaptureMiss` when the sparse capture missed a
-        section: the caller then streams the member again into ``ArtifactSink(sparse=False)``.
+        Raises :class:`~backend_packager.elf.CaptureMiss` when the planned ranges missed a
+        section: the caller then streams the member again into
+        ``ArtifactSink(capture=miss.ranges)``. A miss in that second pass is an ElfError.
         """
         try:
-            if self._spool is None:
+            if not self.is_elf:
                 if require_elf:
                     raise ElfError("not-elf", self.display, f"not an ELF file (starts with {self._head[:4]!r})")
                 return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=None)
-            info = scan_elf(self._spool, self.display, size=self.size, available=self._ranges)  # type: ignore[arg-type]
-            return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=info)
+            assert self._spool is not None
+            return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=self._scan(self._spool))
         finally:
             self.close()
+
+    def _scan(self, spool: _Spool) -> ElfInfo:
+        try:
+            return scan_elf(cast(BinaryIO, spool), self.display, size=self.size, available=spool.ranges)
+        except CaptureMiss:
+            if self._capture is None and self._sparse:
+                raise
+            what = "the ranges it asked for" if self._capture is not None else f"the first {SCAN_BYTES_LIMIT:,} bytes"
+            raise ElfError("limit" if self._capture is None else "corrupt", self.display,
+                           f"a section the scan needs lies outside {what} (SCAN_BYTES_LIMIT): not scanned") from None
 
     def close(self) -> None:
         if self._spool is not None:
@@ -121,17 +202,51 @@ def artifact_from_bytes(path: str, data: bytes) -> Artifact:
 
 
 def artifact_from_file(file: Path, path: str, *, require_elf: bool = False) -> Artifact:
-    """Record for a file on disk, hashed in one pass and scanned in place (no spool)."""
-    digest = hashlib.sha256()
+    """Record for a file on disk: scanned in place (no spool) while a thread hashes it.
+
+    Both read the one open file (the hash by ``pread``), so they see the same file.
+    """
     with file.open("rb") as stream:
         head = stream.read(64)
-        digest.update(head)
-        while chunk := stream.read(CHUNK):
-            digest.update(chunk)
-        size = stream.tell()
+        size = os.fstat(stream.fileno()).st_size
         if head[:4] != ELF_MAGIC:
             if require_elf:
                 raise ElfError("not-elf", str(file), f"not an ELF file (starts with {head[:4]!r})")
-            return Artifact(path=path, sha256=digest.hexdigest(), size=size, elf=None)
-        info = scan_elf(stream, str(file))
-    return Artifact(path=path, sha256=digest.hexdigest(), size=size, elf=info)
+            return Artifact(path=path, sha256=_Hasher(stream.fileno(), size).result(), size=size, elf=None)
+        hasher = _Hasher(stream.fileno(), size)
+        try:
+            info = scan_elf(stream, str(file), size=size)
+        finally:
+            digest = hasher.result()
+    return Artifact(path=path, sha256=digest, size=size, elf=info)
+
+
+class _Hasher:
+    """sha256 of an open file by ``pread``: in a thread for big files, inline for small ones."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self._fd = fd
+        self._hash = hashlib.sha256()
+        self._error: OSError | None = None
+        self._thread: threading.Thread | None = None
+        if size >= HASH_IN_THREAD:
+            self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
+            self._thread.start()
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        offset = 0
+        try:
+            while chunk := os.pread(self._fd, CHUNK, offset):
+                self._hash.update(chunk)
+                offset += len(chunk)
+        except OSError as exc:
+            self._error = exc
+
+    def result(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._hash.hexdigest()
