@@ -454,17 +454,25 @@ def _fresh_staging(outdir: Path) -> Path:
 
 
 def _unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
-    """One source per file name: the first wins, a second file of that name fails (the same
-    path listed twice is just listed twice)."""
+    """One source per file name: the first file wins and another file of that name fails.
+    Links to one file are one source; the sha256 they name must agree, whatever their order."""
     seen: dict[str, Source] = {}
-    duplicates: list[Result] = []
+    failures: dict[str, Result] = {}
     for source in sources:
         first = seen.setdefault(source.filename, source)
-        if first is not source and first.path.resolve() != source.path.resolve():
+        if first is source:
+            continue
+        if first.path.resolve() != source.path.resolve():
             error = MirrorError("duplicate", str(source.path), f"another source already provides {source.filename} "
                                 f"({first.path}); this one is ignored")
-            duplicates.append(_failure(source.filename, str(source.path), error))
-    return list(seen.values()), duplicates
+            failures[f"{source.path}"] = _failure(source.filename, str(source.path), error)
+        elif first.expected_sha256 and source.expected_sha256 and first.expected_sha256 != source.expected_sha256:
+            error = MirrorError("source-hash", str(source.path), "the index pages name different sha256 for this file")
+            failures[source.filename] = _failure(source.filename, str(source.path), error)
+        elif source.expected_sha256:
+            seen[source.filename] = source
+    kept = [s for name, s in seen.items() if name not in failures]
+    return kept, list(failures.values())
 
 
 def _failure(filename: str, source: str, error: TrustError) -> Result:

@@ -18,6 +18,7 @@ from conftest import ElfFixtures, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, rezip
+from triton_backend_runtime.layout import MANIFEST_FILENAME
 
 from backend_packager import mirror
 
@@ -326,8 +327,9 @@ def test_simple_index_source_is_confined_and_hash_checked(src: Path, wheels: dic
                                                           tmp_path: Path) -> None:
     first = tmp_path / "first"
     run_mirror(src, first, keys[0], "--pass-through-failures")
-    # the first mirror is a source: a PEP 503 tree on disk; add a page that escapes the tree
-    # and one whose file does not have the sha256 it names
+    # the first mirror is a source: a PEP 503 tree on disk; add a page whose links leave the
+    # tree or the disk, and one that names a listed file with another sha256 (pages that
+    # disagree fail that file, whichever page comes first)
     outside = tmp_path / wheels["pure"].name
     shutil.copy(wheels["pure"], outside)
     (first / "simple" / "evil").mkdir()
@@ -337,7 +339,8 @@ def test_simple_index_source_is_confined_and_hash_checked(src: Path, wheels: dic
     second = tmp_path / "second"
     code, doc, _ = run_mirror(first, second, keys[1])
     codes = sorted(w["error"]["code"] for w in doc["wheels"] if w["error"])
-    assert codes == ["mirror.duplicate", "mirror.source", "mirror.source", "wheel.not-zip"], doc["wheels"]
+    assert codes == ["mirror.source", "mirror.source", "mirror.source-hash", "wheel.not-zip"], doc["wheels"]
+    assert wheels["pure"].name not in {w["filename"] for w in doc["wheels"] if w["served"]}
     assert statuses(doc)[wheels["backend"].name] == "migrated"  # re-signed with the second key
     assert run_cli("verify", str(second / wheels["backend"].name), "--trust", str(keys[1].public)).returncode == 0
     # the sha256 a page names is checked: a file that does not match fails
@@ -382,8 +385,9 @@ def test_pip_installs_from_the_mirror(src: Path, wheels: dict[str, Path], keys: 
     code = "import legacy_ep_backend, plain_helper; print(plain_helper.VALUE)"
     assert subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout == "1\n"
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
-    assert (site / "legacy_ep_backend-1.0.dist-info" / "triton-backend-manifest.json").exists() or any(
-        site.glob("legacy_ep_backend-1.0.dist-info/*manifest*"))
+    installed = site / "legacy_ep_backend-1.0.dist-info"
+    assert (installed / MANIFEST_FILENAME).exists()  # the signed copy, not the input
+    assert not (site / "plain_helper-1.0.dist-info" / MANIFEST_FILENAME).exists()  # copied through
 
 
 def pip_from_mirror(python: Path, out: Path, *args: str) -> None:
