@@ -138,6 +138,7 @@ def describe(
     provenance: m.Provenance,
     epoch: int | None,
     protocol_version: str = m.PROTOCOL_VERSION,
+    plugins: list[m.Plugin] | None = None,
 ) -> Injection:
     """The manifest for ``contents`` and the ``entry_points.txt`` it is injected with.
 
@@ -154,7 +155,7 @@ def describe(
         protocol_version=protocol_version,
         requirements=requirements,
         backends=backends,
-        plugins=find_plugins(contents.artifacts),
+        plugins=find_plugins(contents.artifacts) if plugins is None else plugins,
         artifacts=sorted([*contents.artifacts, *added], key=lambda a: a.path),
         build=build_record(contents.artifacts, epoch),
         provenance=provenance,

@@ -211,7 +211,7 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
             wheel = auditwheel_repair(wheel, Path(tmp) / "repaired")
         from .rewrite import rewrite_wheel
 
-        out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, editable=kind == "editable"), key,
+        out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, wheel, editable=kind == "editable"), key,
                             epoch=source_date_epoch())
     return out.name
 
@@ -239,18 +239,21 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
     return None
 
 
-def _planner(cfg: config_mod.Config, *, editable: bool) -> Callable[[WheelContents], Injection]:
+def _planner(cfg: config_mod.Config, wheel: Path, *, editable: bool) -> Callable[[WheelContents], Injection]:
     def plan(contents: WheelContents) -> Injection:
         for warning in contents.warnings:
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
-        return describe_build(contents, cfg, editable=editable)
+        return describe_build(contents, cfg, editable=editable, wheel=wheel)
 
     return plan
 
 
-def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False) -> Injection:
+def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable: bool = False,
+                   wheel: Path | None = None) -> Injection:
     """The manifest of a freshly built wheel (identity from the wheel, intent from the
-    config) and the entry points injected with it, which it vouches for like every file."""
+    config) and the entry points injected with it, which it vouches for like every file.
+    With ``wheel`` (the inner backend's output), each plugin's own declaration is captured
+    from it and the declared contract checked against that (:mod:`.plugininfo`)."""
     from triton_backend_runtime import manifest as m
 
     from . import assemble
@@ -268,7 +271,28 @@ def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable:
         provenance=m.Provenance("build", None),
         epoch=source_date_epoch(),
         protocol_version=cfg.protocol_version,
+        plugins=plugins_with_contracts(contents, cfg, wheel),
     )
+
+
+def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, wheel: Path | None) -> list[Any]:
+    """The wheel's plugins, each with its declared contract and (from ``wheel``) captured info."""
+    from . import assemble, plugininfo
+
+    plugins = assemble.find_plugins(contents.artifacts)
+    found = {p.path for p in plugins}
+    for spec in cfg.plugins:
+        if spec.path not in found:
+            raise ConfigError("plugin-path", "pyproject.toml", f"{config_mod.TABLE}.plugins: {spec.path!r} is not a "
+                              f"plugin library of the wheel (plugins: {', '.join(sorted(found)) or 'none'})")
+    declared = {s.path: s.contract for s in cfg.plugins}
+    plugins = [replace(p, contract=declared.get(p.path)) for p in plugins]
+    if wheel is not None:
+        plugins = plugininfo.capture_all(wheel, contents.artifacts, plugins)
+    for plugin in plugins:
+        for warning in plugininfo.check_contract(plugin, "pyproject.toml"):
+            print(f"backend-packager: warning: {warning}", file=sys.stderr)
+    return plugins
 
 
 def _check_backend_package(spec: config_mod.BackendSpec, contents: WheelContents) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from triton_backend_runtime.manifest import PROTOCOL_VERSION
+from triton_backend_runtime.manifest import PROTOCOL_VERSION, PassPlacement, PluginContract
 
 from .errors import ConfigError
 
@@ -49,7 +49,7 @@ REPAIR_TOOLS = ("auditwheel",)
 
 _KEYS = {
     "backends", "protocol-version", "triton", "signing-key", "require-signature", "repair",
-    "inner-backend", "inner-backend-path",
+    "inner-backend", "inner-backend-path", "plugins",
 }
 _BACKEND_KEYS = {"name", "package", "targets"}
 # Entry-point names are matched case-sensitively and must not contain '=' (entry points spec).
@@ -68,6 +68,14 @@ class BackendSpec:
 
 
 @dataclass(frozen=True)
+class PluginSpec:
+    """A plugin's declared contract (``[[tool.backend-packager.plugins]]``), by wheel path."""
+
+    path: str
+    contract: PluginContract
+
+
+@dataclass(frozen=True)
 class Config:
     backends: tuple[BackendSpec, ...]
     protocol_version: str
@@ -78,6 +86,7 @@ class Config:
     repair: str | None
     inner_backend: str
     inner_backend_path: tuple[Path, ...]
+    plugins: tuple[PluginSpec, ...] = ()
 
     def entry_points(self) -> dict[str, str]:
         """The ``[triton.backends]`` group this configuration injects."""
@@ -124,6 +133,7 @@ def parse(table: object, project: Path, where: Path, environ: Mapping[str, str],
         inner_backend=reader.string("inner-backend", DEFAULT_INNER_BACKEND, re.compile(r"^[\w.]+(:[\w.]+)?$"),
                                     "an importable backend such as 'setuptools.build_meta'"),
         inner_backend_path=tuple(project / p for p in reader.strings("inner-backend-path")),
+        plugins=_plugins(reader),
     )
 
 
@@ -274,3 +284,73 @@ def _read_small(path: Path) -> bytes | None:
     except OSError:
         return None
     return data if len(data) <= _MAX_PYPROJECT else None
+
+
+_PLUGIN_KEYS = {"path", "triton", "phase", "passes", "on-failure"}
+_PHASES = ("import", "explicit")
+_ON_FAILURE = ("fail", "fallback")
+_PASS_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+def _plugins(reader: _Reader) -> tuple[PluginSpec, ...]:
+    """``plugins = [{ path, triton, phase, passes = [{ name, after | before }], on-failure }]``."""
+    value = reader.table.get("plugins", [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        reader.fail("plugins", f"expected a list of tables {{path = ..., triton = ..., ...}}, found {value!r}")
+    specs: list[PluginSpec] = []
+    for index, item in enumerate(value):
+        key = f"plugins[{index}]"
+        extra = sorted(set(item) - _PLUGIN_KEYS)
+        if extra:
+            reader.fail(f"{key}.{extra[0]}", f"unknown key; expected {', '.join(sorted(_PLUGIN_KEYS))}")
+        path = item.get("path")
+        if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+            reader.fail(f"{key}.path", f"expected the plugin library's path inside the wheel, found {path!r}")
+        if any(s.path == path for s in specs):
+            reader.fail(f"{key}.path", f"plugin {path!r} is declared twice")
+        contract = PluginContract(
+            triton=_plugin_range(item.get("triton", ""), reader, key),
+            phase=_choice(item.get("phase", "import"), _PHASES, reader, f"{key}.phase"),
+            passes=_placements(item.get("passes", []), reader, key),
+            on_failure=_choice(item.get("on-failure", "fallback"), _ON_FAILURE, reader, f"{key}.on-failure"),
+        )
+        specs.append(PluginSpec(path, contract))
+    return tuple(specs)
+
+
+def _choice(value: object, choices: tuple[Any, ...], reader: _Reader, key: str) -> Any:
+    if value not in choices:
+        reader.fail(key, f"expected one of {', '.join(map(repr, choices))}, found {value!r}")
+    return value
+
+
+def _plugin_range(text: object, reader: _Reader, key: str) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(text if isinstance(text, str) else "?")
+    except InvalidSpecifier:
+        reader.fail(f"{key}.triton", f"expected a PEP 440 version specifier such as '>=3.9,<3.10', found {text!r}")
+    return str(text)
+
+
+def _placements(value: object, reader: _Reader, key: str) -> list[PassPlacement]:
+    expected = "expected a list of tables {name = PASS, after = PASS_OR_STAGE} (or before = ...)"
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        reader.fail(f"{key}.passes", f"{expected}, found {value!r}")
+    out: list[PassPlacement] = []
+    for index, item in enumerate(value):
+        where = f"{key}.passes[{index}]"
+        extra = sorted(set(item) - {"name", "after", "before"})
+        if extra:
+            reader.fail(f"{where}.{extra[0]}", "unknown key; expected name, after, before")
+        name, after, before = item.get("name"), item.get("after"), item.get("before")
+        for field_name, text in (("name", name), ("after", after), ("before", before)):
+            if text is not None and not (isinstance(text, str) and _PASS_NAME.match(text)):
+                reader.fail(f"{where}.{field_name}", f"expected a pass or stage name, found {text!r}")
+        if name is None or (after is None) == (before is None):
+            reader.fail(where, f"{expected}: a name and exactly one of after, before; found {item!r}")
+        if any(p.name == name for p in out):
+            reader.fail(f"{where}.name", f"pass {name!r} is placed twice")
+        out.append(PassPlacement(str(name), after, before))
+    return out

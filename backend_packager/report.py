@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_backend_runtime import dsse, schema
-from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, Manifest, Plugin
 from triton_backend_runtime.statement import manifest_from_statement
 
 from .errors import ManifestError
@@ -49,6 +49,7 @@ def as_json(inspection: Inspection) -> dict[str, Any]:
         "signers": list(inspection.signers),
         "verified": False,
         "coverage": inspection.manifest.coverage,
+        "plugins": [plugin_json(p) for p in inspection.manifest.plugins],
         "manifest": schema.encode(inspection.manifest),
     }
 
@@ -79,6 +80,7 @@ def render(inspection: Inspection) -> str:
     out.append("plugins:" if m.plugins else "plugins:    none")
     for p in m.plugins:
         out.append(f"  {p.path}  (plugin API {p.api}{', ' + p.name if p.name else ''})")
+        out += [f"      {line}" for line in plugin_lines(p)]
     native = sum(a.elf is not None for a in m.artifacts)
     out.append(f"artifacts: {len(m.artifacts)} ({native} native)")
     for a in m.artifacts:
@@ -96,3 +98,37 @@ def coverage_text(manifest: Manifest) -> str:
     if manifest.coverage == COVERAGE_ALL:
         return "all (every file but RECORD, the manifest and what installers add)"
     return "native (native files only, as schema 1.0 manifests; other files rely on RECORD)"
+
+
+def plugin_json(plugin: Plugin) -> dict[str, Any]:
+    """A plugin's contract: what the library said (``captured``) and what the vendor ``declared``."""
+    info = plugin.info
+    return {
+        "path": plugin.path,
+        "api": plugin.api,
+        "captured": bool(info and info.captured),
+        "reason_code": info.reason_code if info else "not-recorded",
+        "info": schema.encode(info) if info else None,
+        "declared": schema.encode(plugin.contract) if plugin.contract else None,
+    }
+
+
+def plugin_lines(plugin: Plugin) -> list[str]:
+    """What the library registers (captured at build time) and what its vendor declared."""
+    info, contract = plugin.info, plugin.contract
+    if info is None:
+        lines = ["captured:  nothing recorded (a manifest before schema 1.2)"]
+    elif not info.captured:
+        lines = [f"captured:  no ({info.reason_code}: {info.reason})"]
+    else:
+        against = f", against {info.libtriton}" if info.libtriton else ""
+        lines = [f"captured:  {info.name} {info.version}, plugin API {info.api_version}, "
+                 f"built for Triton {info.triton_version}{against}",
+                 f"  passes:   {', '.join(f'{p.name} {p.version}' for p in info.passes) or 'none'}",
+                 f"  dialects: {', '.join(f'{d.name} {d.version}' for d in info.dialects) or 'none'}",
+                 f"  ops:      {', '.join(info.ops) or 'none'}"]
+    if contract is None:
+        return [*lines, "declared:  nothing (no [[tool.backend-packager.plugins]] entry)"]
+    placement = "; ".join(p.text() for p in contract.passes) or "no placement"
+    return [*lines, f"declared:  triton {contract.triton or '(any)'}, phase {contract.phase}, "
+                    f"on-failure {contract.on_failure}; passes: {placement}"]

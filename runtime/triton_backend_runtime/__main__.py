@@ -120,6 +120,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"  {row['path']} ({row['api']}) {row['distribution']} {row['version']}  [{row['trust']}, "
               f"{row['state']}{how}]")
         _details(row)
+        for line in _contract_lines(row.get("contract")):
+            print(f"      {line}")
     if doc["problems"]:
         print("\nProblems:")
         for problem in doc["problems"]:

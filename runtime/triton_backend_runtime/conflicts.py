@@ -10,6 +10,9 @@ and why; the registry only applies the answer.
 * Two backends claiming one target in their manifests: the best keeps it (``conflict.target``).
 * Plugin libraries exporting one strong symbol (other than the plugin API entry points
   every plugin defines): the best loads (``conflict.symbol``).
+* Plugin libraries registering one pass, dialect or op name (as their captured
+  ``tritonGetPluginInfo`` says): Triton's registries are keyed by name, so the best loads
+  (``conflict.pass``, ``conflict.dialect``, ``conflict.op``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class Claim:
     label: str
     targets: tuple[str, ...] = ()
     exports: tuple[str, ...] = ()
+    passes: tuple[str, ...] = ()
+    dialects: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
 
     def rank(self) -> tuple[int, int, str, int]:
         return (RANK.get(self.trust, len(RANK)), self.path_order, self.dist_key, self.key)
@@ -47,11 +53,16 @@ class Exclusion:
 
 
 def resolve(backends: list[Claim], plugins: list[Claim]) -> list[Exclusion]:
-    """Everyone the rule excludes: backend names, then targets among the rest, then symbols."""
+    """Everyone the rule excludes: backend names, then targets among the rest; plugin
+    symbols, then pass, dialect and op names among the rest."""
     out = _names(backends)
     gone = {e.key for e in out}
     out += _targets([c for c in backends if c.key not in gone])
-    return out + _symbols(plugins)
+    for step in (_symbols, _registered("pass", "passes"), _registered("dialect", "dialects"), _registered("op", "ops")):
+        excluded = step([c for c in plugins if c.key not in gone])
+        gone |= {e.key for e in excluded}
+        out += excluded
+    return out
 
 
 def _names(claims: list[Claim]) -> list[Exclusion]:
@@ -74,6 +85,15 @@ def _targets(claims: list[Claim]) -> list[Exclusion]:
 def _symbols(claims: list[Claim]) -> list[Exclusion]:
     return _first_wins(claims, "symbol", lambda c: c.exports, lambda taken, first: (
         f"exports {taken!r}, already exported by plugin {first.name} of {first.label}, which wins"))
+
+
+def _registered(kind: str, field: str) -> Callable[[list[Claim]], list[Exclusion]]:
+    def step(claims: list[Claim]) -> list[Exclusion]:
+        return _first_wins(claims, kind, lambda c: getattr(c, field), lambda taken, first: (
+            f"registers {kind} {taken!r}, already registered by plugin {first.name} of {first.label}, "
+            f"which wins ({_RULE})"))
+
+    return step
 
 
 def _first_wins(claims: list[Claim], code: str, keys: Callable[[Claim], tuple[str, ...]],

@@ -28,7 +28,9 @@ from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
 SCHEMA_MAJOR = 1
 #: 1.1 added ``Manifest.coverage``: "all" when every file of the wheel is an artifact.
-SCHEMA_MINOR = 1
+#: 1.2 added ``Plugin.info`` (what ``tritonGetPluginInfo`` returned at build time) and
+#: ``Plugin.contract`` (what the vendor declared); both optional, absent before 1.2.
+SCHEMA_MINOR = 2
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
 _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
@@ -158,12 +160,84 @@ class Backend:
 
 
 @dataclass
+class PluginPass:
+    """A pass a plugin registers (Triton's ``PassInfo``: name and version)."""
+
+    name: str
+    version: str
+
+
+@dataclass
+class PluginDialect:
+    """A dialect a plugin registers (Triton's ``DialectInfo``: name and version)."""
+
+    name: str
+    version: str
+
+
+#: Why a plugin's own declaration could not be captured (``PluginInfo.reason_code``).
+CaptureFailure = Literal["no-libtriton", "foreign-arch", "load-failed", "call-failed", "timeout", "api-version"]
+
+
+@dataclass
+class PluginInfo:
+    """What the plugin's ``tritonGetPluginInfo()`` returned, called at build time in an
+    isolated child process (the ``PluginInfo`` struct of Triton's ``PluginUtils.h``, plugin
+    API version 2). ``captured`` is false when it could not be called; the reason says why
+    and nothing else is filled in: a field is never guessed."""
+
+    captured: bool
+    reason_code: CaptureFailure | None = None
+    reason: str | None = None
+    api_version: Annotated[int | None, "PluginInfo.apiVersion (TRITON_PLUGIN_API_VERSION)"] = None
+    name: Annotated[str | None, "PluginInfo.pluginName"] = None
+    version: Annotated[str | None, "PluginInfo.pluginVersion"] = None
+    triton_version: Annotated[str | None, "PluginInfo.tritonVersion: the Triton it was built against"] = None
+    passes: list[PluginPass] = field(default_factory=list)
+    dialects: list[PluginDialect] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    libtriton: Annotated[str | None, "The libtriton.so it resolved against: a wheel path, or the build's"] = None
+
+
+#: When a plugin's dialects, ops and passes are registered with Triton.
+Phase = Literal["import", "explicit"]
+#: What compiling does when the plugin is not loaded.
+OnFailure = Literal["fail", "fallback"]
+
+
+@dataclass
+class PassPlacement:
+    """Where one of the plugin's passes goes: after or before a named pass or stage."""
+
+    name: Annotated[str, "A pass the plugin registers (checked against the captured info)"]
+    after: Annotated[str | None, "A standard pass or stage (ttir, ttgir, llir, ...) it runs after"] = None
+    before: Annotated[str | None, "A standard pass or stage it runs before"] = None
+
+    def text(self) -> str:
+        return f"{self.name} after {self.after}" if self.after else f"{self.name} before {self.before}"
+
+
+@dataclass
+class PluginContract:
+    """What the vendor declared in ``[tool.backend-packager]`` for this plugin."""
+
+    triton: Annotated[str, "PEP 440 range of Triton releases the plugin supports ('' for any)"] = ""
+    phase: Annotated[Phase, "'import': registered when libtriton is imported; 'explicit': by the vendor's code"] = (
+        "import")
+    passes: list[PassPlacement] = field(default_factory=list)
+    on_failure: Annotated[OnFailure, "'fail': compiling raises when the plugin is not loaded; "
+                                     "'fallback': a warning, and the standard pipeline"] = "fallback"
+
+
+@dataclass
 class Plugin:
     """A Triton plugin library (passes, dialects, ops) the wheel ships."""
 
     path: str
     api: Literal["v1", "v2"]
     name: str | None = None
+    info: Annotated[PluginInfo | None, "Captured from the library at build time (schema 1.2)"] = None
+    contract: Annotated[PluginContract | None, "Declared by the vendor (schema 1.2)"] = None
 
 
 @dataclass

@@ -9,9 +9,13 @@ typed; only ``Registry.report()`` turns it into plain data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import TrustError
 from .vocab import Trust
+
+if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
+    from .manifest import Plugin
 
 
 @dataclass
@@ -33,6 +37,26 @@ class BackendClaim:
 
 
 @dataclass
+class PluginTerms:
+    """A plugin's contract as the load side checks it (flattened from the manifest's
+    ``Plugin.info`` and ``Plugin.contract``): what the library said, what its vendor declared."""
+
+    captured: bool
+    capture_note: str = ""
+    name: str | None = None
+    version: str | None = None
+    built_for: str | None = None
+    passes: list[str] = field(default_factory=list)
+    dialects: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    declared: bool = False
+    triton: str = ""
+    phase: str = "import"
+    placement: list[str] = field(default_factory=list)
+    on_failure: str = "fallback"
+
+
+@dataclass
 class PluginClaim:
     """A plugin library the signed manifest vouches for, where it is installed."""
 
@@ -41,6 +65,26 @@ class PluginClaim:
     api: str
     name: str | None
     exports: list[str] = field(default_factory=list)
+    terms: PluginTerms | None = None
+
+
+def plugin_terms(plugin: Plugin) -> PluginTerms | None:
+    """None for a manifest before schema 1.2, which says neither."""
+    info, contract = plugin.info, plugin.contract
+    if info is None and contract is None:
+        return None
+    terms = PluginTerms(captured=bool(info and info.captured))
+    if info is not None and info.captured:
+        terms.name, terms.version, terms.built_for = info.name, info.version, info.triton_version
+        terms.passes = [p.name for p in info.passes]
+        terms.dialects = [d.name for d in info.dialects]
+        terms.ops = list(info.ops)
+    elif info is not None:
+        terms.capture_note = f"{info.reason_code}: {info.reason}"
+    if contract is not None:
+        terms.declared, terms.triton, terms.phase = True, contract.triton, contract.phase
+        terms.placement, terms.on_failure = [p.text() for p in contract.passes], contract.on_failure
+    return terms
 
 
 @dataclass

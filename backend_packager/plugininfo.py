@@ -1,0 +1,455 @@
+"""What a Triton plugin says about itself: ``tritonGetPluginInfo()``, called in a child.
+
+Triton's plugin loader (``triton/include/triton/Tools/PluginUtils.h``, shipped in the
+triton 3.9.0 wheel) calls the library's ``tritonGetPluginInfo`` and reads the returned
+``PluginInfo`` struct, plugin API version 2 (``TRITON_PLUGIN_API_VERSION``)::
+
+    struct PassInfo    { const char *name; const char *version; AddPassCallback addPass;
+                         RegisterPassCallback registerPass; };
+    struct DialectInfo { const char *name; const char *version; RegisterDialectCallback registerDialect; };
+    struct OpInfo      { const char *name; AddOpCallback addOp; };
+    struct PluginInfo  { uint32_t apiVersion; const char *pluginName; const char *pluginVersion;
+                         PassInfo *passes; size_t numPasses; DialectInfo *dialects; size_t numDialects;
+                         OpInfo *ops; size_t numOps; const char *tritonVersion; };
+
+``apiVersion`` comes first so that a loader can refuse another layout before reading on;
+that is the one field read from a library of another API version, and nothing else is
+guessed: such a library is recorded ``captured: false`` (``api-version``), as are v1
+libraries, whose entry points' signatures Triton's public header does not give.
+
+The call runs plugin code (its constructors, the entry point), so it never runs in the
+packager: a child interpreter (``python -I``, an empty environment but ``LD_LIBRARY_PATH``)
+limits its own address space (``RLIMIT_AS``), core size and file size before it
+``dlopen``\\ s anything, dies with the packager (``PR_SET_PDEATHSIG``), writes its answer to
+a file (not stdout, which the plugin may print to) and is killed with its process group
+after a timeout. The answer is hostile input: read within a size bound and decoded field
+by field. The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
+(``triton/_C/libtriton.so``, as Triton's own ``triton/plugins/*.so`` need), else from the
+Triton installed where the packager runs; other ``NEEDED`` libraries the wheel ships are
+extracted beside it. Every extracted file is checked against the sha256 the wheel's pass
+computed, so what answers is what gets signed. Private temporary directories carry the
+packager's pid; one left by a killed packager is removed by the next capture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triton_backend_runtime import jsonlimits
+from triton_backend_runtime import manifest as m
+from triton_backend_runtime.errors import ManifestError
+
+from .errors import ConfigError, WheelError
+
+#: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
+API_VERSION = 2
+LIBTRITON_MEMBER = "triton/_C/libtriton.so"
+BUILD_ENVIRONMENT = "build environment"
+_TMP_PREFIX = "backend-packager-plugin-"
+_HOST_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one call: libtriton.so alone maps ~500 MB, and its constructors run."""
+
+    timeout: float = 120.0
+    memory: int = 6 << 30
+    answer_bytes: int = 4 << 20
+    #: More passes, dialects or ops than this is not a plugin but an attack on the reader.
+    items: int = 4096
+    text: int = 1024
+
+
+# The child: sets its limits first, then loads the plugin and reads the struct. Kept free of
+# anything but ctypes/json/resource so that nothing of the packager is imported there.
+CHILD = r"""
+import ctypes, json, os, resource, signal, sys
+plugin, answer, memory, items, text, parent = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the packager
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    sys.exit(3)
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+P = ctypes.c_void_p
+def say(doc):
+    with open(answer, "w") as out:
+        json.dump(doc, out)
+def string(addr):
+    if not addr:
+        return None
+    raw = ctypes.string_at(addr)
+    if len(raw) > text:
+        raise ValueError(f"a string of {len(raw)} bytes")
+    return raw.decode("utf-8")
+def table(base, count, width, fields):
+    if count > items:
+        raise ValueError(f"{count} entries")
+    if count and not base:
+        raise ValueError(f"{count} entries at NULL")
+    rows = []
+    for i in range(count):
+        at = base + i * width * 8
+        rows.append([string(P.from_address(at + 8 * k).value) for k in range(fields)])
+    return rows
+try:
+    lib = ctypes.CDLL(plugin, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+except OSError as exc:
+    say({"stage": "load", "error": str(exc)}); sys.exit(0)
+try:
+    entry = lib.tritonGetPluginInfo
+except AttributeError:
+    say({"stage": "call", "error": "no tritonGetPluginInfo"}); sys.exit(0)
+entry.restype, entry.argtypes = P, []
+base = entry()
+if not base:
+    say({"stage": "call", "error": "tritonGetPluginInfo() returned NULL"}); sys.exit(0)
+api = ctypes.c_uint32.from_address(base).value
+if api != 2:
+    say({"stage": "api", "api_version": api}); sys.exit(0)
+word = lambda i: P.from_address(base + 8 * i).value or 0
+size = lambda i: ctypes.c_size_t.from_address(base + 8 * i).value
+try:
+    doc = {"stage": "done", "api_version": api, "name": string(word(1)), "version": string(word(2)),
+           "passes": table(word(3), size(4), 4, 2), "dialects": table(word(5), size(6), 3, 2),
+           "ops": table(word(7), size(8), 2, 1), "triton_version": string(word(9))}
+except (ValueError, UnicodeDecodeError) as exc:
+    say({"stage": "call", "error": f"malformed PluginInfo: {exc}"}); sys.exit(0)
+say(doc)
+"""
+
+
+@dataclass
+class _Source:
+    """Where the libraries a plugin needs come from for this wheel."""
+
+    wheel: Path
+    members: dict[str, m.Artifact]
+    libtriton: str | None  # a wheel member, or BUILD_ENVIRONMENT
+    env_libtriton: Path | None
+    extracted: dict[str, Path] = field(default_factory=dict)
+
+
+def capture_all(wheel: Path, artifacts: list[m.Artifact], plugins: list[m.Plugin],
+                limits: Limits | None = None) -> list[m.Plugin]:
+    """Each plugin with ``info`` filled in: captured, or ``captured: false`` and why."""
+    if not plugins:
+        return plugins
+    limits = limits or Limits()
+    members = {a.path: a for a in artifacts}
+    env = environment_libtriton()
+    source = _Source(wheel, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
+                     (BUILD_ENVIRONMENT if env else None), env)
+    _sweep_stale()
+    with _private_dir() as tmp:
+        return [_with_info(p, _capture(members[p.path], source, tmp / f"plugin-{i}", limits))
+                for i, p in enumerate(plugins)]
+
+
+def _with_info(plugin: m.Plugin, info: m.PluginInfo) -> m.Plugin:
+    return m.Plugin(path=plugin.path, api=plugin.api, name=info.name or plugin.name, info=info,
+                    contract=plugin.contract)
+
+
+def environment_libtriton() -> Path | None:
+    """The ``libtriton.so`` of the Triton importable here, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "_C" / "libtriton.so"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def host_machine() -> str:
+    return _HOST_MACHINES.get(platform.machine().lower(), platform.machine())
+
+
+def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -> m.PluginInfo:
+    elf = artifact.elf
+    assert elf is not None and elf.plugin is not None  # only scanned plugins get here
+    if elf.plugin.api != "v2":
+        return _failed("api-version", f"plugin API {elf.plugin.api} exports no tritonGetPluginInfo; the signatures "
+                       "of its entry points are not in Triton's public header, so nothing is called")
+    if elf.machine != host_machine():
+        return _failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
+    try:
+        libdirs = _libraries(elf.needed, source, tmp.parent / "lib")
+        plugin = _extract(artifact, source.wheel, tmp)
+    except _NoLibtriton as exc:
+        return _failed("no-libtriton", str(exc))
+    info = _call(plugin, libdirs, tmp, limits)
+    if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
+        info.libtriton = source.libtriton if source.libtriton != BUILD_ENVIRONMENT else (
+            f"{BUILD_ENVIRONMENT}: {source.env_libtriton}")
+    return info
+
+
+class _NoLibtriton(Exception):
+    pass
+
+
+def _libraries(needed: list[str], source: _Source, libdir: Path) -> list[Path]:
+    """The directories for ``LD_LIBRARY_PATH``: needed libraries extracted from the wheel
+    (once per wheel), then the build environment's libtriton directory when the wheel has none."""
+    dirs = [libdir]
+    for name in needed:
+        member = _member_for(name, source)
+        if member is None:
+            continue
+        if member == BUILD_ENVIRONMENT:
+            assert source.env_libtriton is not None
+            dirs.append(source.env_libtriton.parent)
+            continue
+        if member not in source.extracted:
+            source.extracted[member] = _extract(source.members[member], source.wheel, libdir, as_name=name)
+    return dirs
+
+
+def _member_for(name: str, source: _Source) -> str | None:
+    if name.startswith("libtriton.so"):
+        if source.libtriton is None:
+            raise _NoLibtriton(f"needs {name}: the wheel has no {LIBTRITON_MEMBER} and no Triton is installed "
+                               "where the packager runs")
+        return source.libtriton
+    # Another library the wheel ships (by file name or soname); else the system's.
+    for path, artifact in sorted(source.members.items()):
+        if artifact.elf is not None and (path.rsplit("/", 1)[-1] == name or artifact.elf.soname == name):
+            return path
+    return None
+
+
+def _extract(artifact: m.Artifact, wheel: Path, into: Path, as_name: str | None = None) -> Path:
+    """Stream one member out of the wheel, never past its size, and check its sha256."""
+    into.mkdir(mode=0o700, exist_ok=True)
+    target = into / (as_name or artifact.path.rsplit("/", 1)[-1])
+    digest = hashlib.sha256()
+    seen = 0
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(artifact.path) as stream, target.open("xb") as out:
+            while chunk := stream.read(min(_CHUNK, artifact.size - seen + 1)):
+                seen += len(chunk)
+                if seen > artifact.size:
+                    break
+                digest.update(chunk)
+                out.write(chunk)
+    except (OSError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+        raise WheelError("member", f"{wheel}!{artifact.path}", f"cannot extract for the plugin call: {exc}") from None
+    if seen != artifact.size or digest.hexdigest() != artifact.sha256:
+        raise WheelError("member", f"{wheel}!{artifact.path}", "changed since it was hashed; not calling it")
+    return target
+
+
+def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits) -> m.PluginInfo:
+    answer = tmp / f"answer-{plugin.name}.json"
+    answer.unlink(missing_ok=True)
+    argv = [sys.executable, "-I", "-c", CHILD, str(plugin), str(answer), str(limits.memory), str(limits.items),
+            str(limits.text), str(os.getpid())]
+    env = {"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"}
+    with open(tmp / "stderr", "wb") as err:
+        child = subprocess.Popen(argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=err, start_new_session=True)
+        try:
+            code = child.wait(limits.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(child)
+            return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
+        finally:
+            _kill_group(child)  # whatever the plugin started in its session goes too
+    if code != 0:
+        why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(tmp / 'stderr')}")
+    return _decode(answer, limits)
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()
+
+
+def _tail(path: Path) -> str:
+    with path.open("rb") as stream:
+        stream.seek(max(0, path.stat().st_size - 300))
+        lines = stream.read().decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "no message"
+
+
+def _decode(answer: Path, limits: Limits) -> m.PluginInfo:
+    try:
+        with answer.open("rb") as stream:
+            data = stream.read(limits.answer_bytes + 1)
+        doc = jsonlimits.loads(data, str(answer), ManifestError, limit=limits.answer_bytes)
+        return _info(doc, limits)
+    except (OSError, ManifestError, ValueError, TypeError, KeyError) as exc:
+        return _failed("call-failed", f"no usable answer from the child: {exc}")
+
+
+def _info(doc: Any, limits: Limits) -> m.PluginInfo:
+    stage = doc["stage"]
+    if stage == "load":
+        return _failed("load-failed", f"dlopen failed: {_text(doc['error'], 400)}")
+    if stage == "api":
+        info = _failed("api-version", f"PluginInfo.apiVersion is {int(doc['api_version'])}; only the layout of "
+                       f"version {API_VERSION} is known (Triton 3.9's PluginUtils.h)")
+        info.api_version = int(doc["api_version"])
+        return info
+    if stage != "done":
+        return _failed("call-failed", _text(doc["error"], 400))
+    def text(value: Any) -> str:
+        return _name(value, limits) or ""
+
+    return m.PluginInfo(
+        captured=True, api_version=int(doc["api_version"]), name=_name(doc["name"], limits),
+        version=_name(doc["version"], limits), triton_version=_name(doc["triton_version"], limits),
+        passes=[m.PluginPass(text(n), text(v)) for n, v in _rows(doc["passes"], 2)],
+        dialects=[m.PluginDialect(text(n), text(v)) for n, v in _rows(doc["dialects"], 2)],
+        ops=[text(n) for (n,) in _rows(doc["ops"], 1)],
+    )
+
+
+def _rows(value: Any, width: int) -> list[list[Any]]:
+    if not isinstance(value, list) or not all(isinstance(r, list) and len(r) == width for r in value):
+        raise ValueError("a table of the wrong shape")
+    return value
+
+
+def _name(value: Any, limits: Limits) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limits.text or not value.isprintable():
+        raise ValueError(f"not a printable string of at most {limits.text} characters: {str(value)[:60]!r}")
+    return value
+
+
+def _text(value: Any, limit: int) -> str:
+    return str(value)[:limit]
+
+
+def _failed(code: m.CaptureFailure, reason: str) -> m.PluginInfo:
+    return m.PluginInfo(captured=False, reason_code=code, reason=reason)
+
+
+@contextmanager
+def _private_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sweep_stale() -> None:
+    """Remove what a killed packager left (its pid gone): extracted libtriton copies are big."""
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(_TMP_PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(_TMP_PREFIX):].split("-", 1)[0]
+        try:
+            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid() \
+                    and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe(info: m.PluginInfo | None) -> str:
+    """One line: what was captured, or why not."""
+    if info is None:
+        return "not captured (manifest before schema 1.2)"
+    if not info.captured:
+        return f"not captured: {info.reason_code}: {info.reason}"
+    return (f"{info.name} {info.version} (plugin API {info.api_version}, built for Triton {info.triton_version}): "
+            f"{len(info.passes)} passes, {len(info.dialects)} dialects, {len(info.ops)} ops")
+
+
+
+def check_contract(plugin: m.Plugin, where: str) -> list[str]:
+    """The vendor's declaration against what the library said about itself (build time).
+
+    A declared pass the library does not register, or a captured Triton version outside the
+    declared range, is a :class:`ConfigError` naming both. Returns warnings: a range that
+    could not be checked because nothing was captured.
+    """
+    contract, info = plugin.contract, plugin.info
+    if contract is None:
+        return []
+    key = f"tool.backend-packager.plugins[{plugin.path}]"
+    if info is None or not info.captured:
+        why = f"{info.reason_code}: {info.reason}" if info else "not captured"
+        if contract.passes:
+            raise ConfigError("plugin-uncaptured", where, f"{key}.passes: cannot check the declared passes of "
+                              f"{plugin.path} against the library, which could not be asked ({why})")
+        return [f"{plugin.path}: the declared Triton range {contract.triton!r} is recorded unchecked ({why})"] \
+            if contract.triton else []
+    registered = [p.name for p in info.passes]
+    for placement in contract.passes:
+        if placement.name not in registered:
+            have = ", ".join(registered) or "no passes"
+            raise ConfigError("plugin-pass", where, f"{key}.passes: declares pass {placement.name!r}, but "
+                              f"{plugin.path} ({info.name} {info.version}) registers {have}")
+    _check_range(contract.triton, info, plugin.path, where, key)
+    return []
+
+
+def _check_range(spec: str, info: m.PluginInfo, path: str, where: str, key: str) -> None:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if not spec:
+        return
+    try:
+        built_for = Version(info.triton_version or "")
+    except InvalidVersion:
+        raise ConfigError("plugin-triton", where, f"{key}.triton: {path} says it was built for Triton "
+                          f"{info.triton_version!r}, not a PEP 440 version: the range {spec!r} cannot hold") from None
+    if not SpecifierSet(spec).contains(built_for, prereleases=True):
+        raise ConfigError("plugin-triton", where, f"{key}.triton: {path} ({info.name} {info.version}) was built for "
+                          f"Triton {info.triton_version}, outside the declared range {spec!r}")
+
+
+def migrated_plugins(artifacts: list[m.Artifact], previous: list[m.Plugin], wheel: Path | None) -> list[m.Plugin]:
+    """A migrated wheel's plugins: contracts a previous manifest declared are kept (re-signing
+    keeps declarations), what the libraries say is captured anew from ``wheel``."""
+    from .assemble import find_plugins
+
+    declared = {p.path: p.contract for p in previous}
+    plugins = [m.Plugin(path=p.path, api=p.api, contract=declared.get(p.path)) for p in find_plugins(artifacts)]
+    return capture_all(wheel, artifacts, plugins) if wheel is not None else plugins
