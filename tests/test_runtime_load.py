@@ -1470,3 +1470,42 @@ def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
         assert not process_registry.get().healthy()
     finally:
         process_registry.reset()
+
+
+# -- the plugin contract (schema 1.2; end to end in test_plugin_contract.py) --------------------
+
+
+@pytest.mark.parametrize(("terms", "installed", "code"), [
+    ({"built_for": "3.8.0+gitc01b6774"}, "3.9.0", "verify.plugin-triton"),
+    ({"built_for": "3.9.0"}, None, "verify.plugin-triton"),
+    ({"built_for": "3.9.0", "triton": "<3.9", "declared": True}, "3.9.0", "verify.plugin-range"),
+])
+def test_plugin_contract_reason(terms: dict[str, Any], installed: str | None, code: str) -> None:
+    from triton_backend_runtime.errors import VerifyError
+    from triton_backend_runtime.plugins import check_terms
+    from triton_backend_runtime.verdict import PluginTerms
+
+    with pytest.raises(VerifyError) as caught:
+        check_terms(PluginTerms(captured=True, name="p", version="1", **terms), installed, "/site/libp.so")
+    assert (caught.value.code, caught.value.path) == (code, "/site/libp.so")
+    check_terms(PluginTerms(captured=True, built_for="3.9.0+git1", triton=">=3.9"), "3.9.0", "/x")  # holds
+
+
+@pytest.mark.parametrize(("kind", "code"), [("passes", "conflict.pass"), ("dialects", "conflict.dialect"),
+                                            ("ops", "conflict.op")])
+def test_plugin_registration_conflict(kind: str, code: str) -> None:
+    from triton_backend_runtime.conflicts import Claim, resolve
+
+    first = Claim(0, "liba.so", "verified", 0, "a-plugin", "a-plugin 1.0", **{kind: ("shared", "a-only")})
+    second = Claim(1, "libb.so", "verified", 1, "b-plugin", "b-plugin 1.0", **{kind: ("b-only", "shared")})
+    (excluded,) = resolve([], [second, first])
+    assert (excluded.key, f"conflict.{excluded.code}") == (1, code) and "a-plugin 1.0" in excluded.detail
+
+
+def test_required_plugin_stops_compilation() -> None:
+    from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook
+
+    with pytest.raises(PluginRequiredError) as caught:
+        StagesHook("d", None, lambda: ["plugin p (p 1.0) is excluded: verify.plugin-range: ..."])()
+    assert caught.value.code == "load.plugin-required"
+    assert StagesHook("d", None, lambda: [])() == ("-backend-manifests-d", "d")
