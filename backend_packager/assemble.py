@@ -5,6 +5,10 @@ Shared by the build hook and ``migrate``: finding the backends a wheel provides 
 Triton 3.2/3.3 and vendor forks scan), the plugin libraries among its artifacts, the
 build record, and (:func:`describe`) the manifest itself with the files added beside it.
 
+A vendor release may rename the ``triton`` package (``tokenspeed_triton``): its Triton then
+reads the entry-point group ``<package>.backends`` and scans ``<package>/backends/``. Which
+package a wheel's backends plug into is read from the wheel (:func:`triton_packages`).
+
 The manifest vouches for every file of the output wheel (coverage "all"): each file the
 writer copied, and each file added here, hashed from its final bytes before anything is
 sealed.
@@ -21,10 +25,12 @@ from triton_backend_runtime import manifest as m
 
 from . import __version__
 from .artifacts import artifact_from_bytes
-from .entrypoints import BACKENDS_GROUP, EntryPoints, render
+from .entrypoints import DEFAULT_PACKAGE, EntryPoints, backends_group, render
 from .wheelfile import WheelContents
 
-_BACKEND_DIR = re.compile(r"^triton/backends/([^/]+)/(compiler|driver)\.py$")
+#: ``<prefix>backends/<name>/compiler.py`` or ``driver.py``: what Triton's directory scan loads.
+_BACKEND_SHAPE = re.compile(r"^(?P<prefix>(?:[^/]+/)*)backends/(?P<name>[^/]+)/(?P<kind>compiler|driver)\.py$")
+_GROUP_SUFFIX = ".backends"
 _COMPILER_BASES = {"BaseBackend"}
 _DRIVER_BASES = {"DriverBase", "GPUDriver"}
 
@@ -40,36 +46,82 @@ class Injection:
 
 @dataclass
 class Backends:
-    """Backends found, and the entry points the wheel must declare for them."""
+    """Backends found, the entry points the wheel must declare for them, and the Triton
+    package they plug into (the group is ``<package>.backends``)."""
 
     backends: list[m.Backend]
     entry_points: EntryPoints
+    package: str = DEFAULT_PACKAGE
 
 
-def find_backends(contents: WheelContents, overrides: dict[str, str] | None = None) -> Backends:
-    """Overrides (name -> package) win; else declared entry points; else backend directories."""
-    declared = contents.entry_points.get(BACKENDS_GROUP, {})
+def find_backends(
+    contents: WheelContents, overrides: dict[str, str] | None = None, package: str = DEFAULT_PACKAGE
+) -> Backends:
+    """Overrides (name -> package) win; else entry points declared in ``<package>.backends``;
+    else the ``<package>/backends/<name>/`` directories."""
+    group = backends_group(package)
+    declared = contents.entry_points.get(group, {})
     if overrides:
         chosen = dict(overrides)
     elif declared:
-        chosen = {name: value.split(":")[0].strip() for name, value in declared.items()}
+        chosen = {name: _module(value) for name, value in declared.items()}
     else:
-        chosen = _scanned_directories(contents.names)
-    backends = [_describe(name, package, contents) for name, package in sorted(chosen.items())]
-    points = {group: dict(names) for group, names in contents.entry_points.items()}
+        chosen = _scanned_directories(contents.names, package)
+    backends = [_describe(name, module, contents) for name, module in sorted(chosen.items())]
+    points = {g: dict(names) for g, names in contents.entry_points.items()}
     if chosen:
-        points[BACKENDS_GROUP] = {**declared, **chosen} if not overrides else dict(chosen)
-    return Backends(backends, points)
+        points[group] = {**declared, **chosen} if not overrides else dict(chosen)
+    return Backends(backends, points, package)
 
 
-def _scanned_directories(names: list[str]) -> dict[str, str]:
-    """Directory-scan era: every triton/backends/<name>/ holding compiler.py and driver.py."""
-    found: dict[str, set[str]] = {}
-    for name in names:
-        match = _BACKEND_DIR.match(name)
+def _module(value: str) -> str:
+    return value.split(":")[0].strip()
+
+
+def _scanned_directories(names: list[str], package: str) -> dict[str, str]:
+    """Directory-scan era: every <package>/backends/<name>/ holding compiler.py and driver.py."""
+    return {
+        name: f"{package}.backends.{name}"
+        for prefix, name in backend_shapes(names)
+        if prefix == f"{package}/"
+    }
+
+
+def backend_shapes(names: list[str]) -> list[tuple[str, str]]:
+    """(prefix, name) of every ``<prefix>backends/<name>/`` holding both compiler.py and
+    driver.py, wherever it is in the wheel: what a directory scan would load."""
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for path in names:
+        match = _BACKEND_SHAPE.match(path)
         if match:
-            found.setdefault(match.group(1), set()).add(match.group(2))
-    return {name: f"triton.backends.{name}" for name, kinds in found.items() if kinds == {"compiler", "driver"}}
+            kinds.setdefault((match["prefix"], match["name"]), set()).add(match["kind"])
+    return sorted(key for key, found in kinds.items() if found == {"compiler", "driver"})
+
+
+def triton_packages(contents: WheelContents) -> list[str]:
+    """The Triton packages the wheel's backends plug into, read from the wheel: a
+    ``<package>.backends`` group whose entry points name packages with compiler.py and
+    driver.py in the wheel (``triton.backends`` counts whatever it names), and every
+    top-level ``<package>/backends/<name>/`` directory. Empty: nothing says (``triton``)."""
+    found = {prefix[:-1] for prefix, _ in backend_shapes(contents.names) if _top_level(prefix)}
+    members = set(contents.names)
+    for group, names in contents.entry_points.items():
+        package = group[: -len(_GROUP_SUFFIX)]
+        if not group.endswith(_GROUP_SUFFIX) or not package.isidentifier() or not names:
+            continue
+        if package == DEFAULT_PACKAGE or all(_has_backend_files(_module(v), members) for v in names.values()):
+            found.add(package)
+    return sorted(found)
+
+
+def _has_backend_files(module: str, members: set[str]) -> bool:
+    base = module.replace(".", "/")
+    return f"{base}/compiler.py" in members and f"{base}/driver.py" in members
+
+
+def _top_level(prefix: str) -> bool:
+    """``pkg/``: one segment naming an importable package."""
+    return prefix.count("/") == 1 and prefix[:-1].isidentifier()
 
 
 def _describe(name: str, package: str, contents: WheelContents) -> m.Backend:
@@ -138,6 +190,7 @@ def describe(
     provenance: m.Provenance,
     epoch: int | None,
     protocol_version: str = m.PROTOCOL_VERSION,
+    triton_package: str = DEFAULT_PACKAGE,
     plugins: list[m.Plugin] | None = None,
 ) -> Injection:
     """The manifest for ``contents`` and the ``entry_points.txt`` it is injected with.
@@ -160,6 +213,7 @@ def describe(
         build=build_record(contents.artifacts, epoch),
         provenance=provenance,
         coverage=m.COVERAGE_ALL,
+        triton_package=triton_package,
     )
     return Injection(manifest, files)
 

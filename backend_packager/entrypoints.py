@@ -6,6 +6,8 @@ names sorted), so that the same entry points always give the same bytes.
 
 from __future__ import annotations
 
+from triton_backend_runtime.discovery import DEFAULT_PACKAGE as DEFAULT_PACKAGE
+from triton_backend_runtime.discovery import backends_group as backends_group
 from triton_backend_runtime.discovery import parse_entry_points
 from triton_backend_runtime.layout import BACKENDS_GROUP as BACKENDS_GROUP
 

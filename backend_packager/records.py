@@ -86,3 +86,37 @@ def render(rows: list[RecordRow]) -> bytes:
         else:
             writer.writerow([row.path, hash_field(row.sha256), row.size])
     return out.getvalue().encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """One way a wheel's RECORD (or its file name) disagrees with its contents."""
+
+    code: str  # record.mismatch | record.unlisted | record.absent | wheel.tags
+    path: str
+    detail: str
+
+
+def discrepancies(
+    record: dict[str, RecordRow], seen: dict[str, tuple[str, int]], present: set[str], *, strict: bool = False
+) -> list[Discrepancy]:
+    """Compare RECORD with the members: ``seen`` (path -> sha256, size) were hashed, ``present``
+    is every member name. A row without hash or size (the spec allows none but RECORD's own)
+    is compared only when ``strict``. Sorted by path, absent rows last."""
+    found = []
+    for path, (sha256, size) in sorted(seen.items()):
+        row = record.get(path)
+        if row is None:
+            found.append(Discrepancy("record.unlisted", path, "member is not listed in RECORD"))
+        elif _differs(row.sha256, sha256, strict) or _differs(row.size, size, strict):
+            what = "sha256" if _differs(row.sha256, sha256, strict) else "size"
+            found.append(Discrepancy("record.mismatch", path, f"{what} differs from RECORD (content: sha256 "
+                                     f"{sha256[:16]}, {size} bytes; RECORD: sha256 {str(row.sha256)[:16]}, "
+                                     f"{row.size} bytes)"))
+    for path in sorted(set(record) - present):
+        found.append(Discrepancy("record.absent", path, "listed in RECORD but not in the wheel"))
+    return found
+
+
+def _differs(recorded: str | int | None, actual: str | int, strict: bool) -> bool:
+    return recorded != actual if (strict or recorded is not None) else False

@@ -48,18 +48,55 @@ def rewrite_wheel(
     keep theirs and new ones take the newest timestamp in the input, so the output is a
     pure function of the input either way.
     """
-    dst = out_dir / src.name
-    with (
-        WheelArchive(src) as archive,
-        atomic_output(dst) as out,
-        WheelWriter(archive, out.fileno(), jobs=jobs, epoch=epoch, progress=progress) as writer,
-    ):
-        contents = writer.copy_payload()
-        injection = plan(contents)
-        check_coverage(contents, injection, archive.where)
-        envelope = seal(injection.manifest, key)
-        writer.finish({**injection.files, manifest_member(archive.dist_info): envelope})
+    with WheelArchive(src, check_name=False) as archive:
+        problems = archive.name_problems(tags=False)
+        if problems:
+            raise WheelError("name-mismatch", archive.display, "; ".join(problems))
+        # The file name's tags are WHEEL's once a plan accepts a difference (check_repairs).
+        dst = out_dir / output_name(archive)
+        with (
+            atomic_output(dst) as out,
+            WheelWriter(archive, out.fileno(), jobs=jobs, epoch=epoch, progress=progress) as writer,
+        ):
+            contents = writer.copy_payload()
+            injection = plan(contents)
+            check_repairs(contents, injection, archive.where)
+            check_coverage(contents, injection, archive.where)
+            envelope = seal(injection.manifest, key)
+            writer.finish({**injection.files, manifest_member(archive.dist_info): envelope})
     return dst
+
+
+def output_name(archive: WheelArchive) -> str:
+    """The input's file name, its tags spelled as WHEEL's (the same name when they agree):
+    one compressed tag set, each part in WHEEL's order (the binary distribution format)."""
+    if archive.tag_problem() is None:
+        return archive.path.name
+    tags = [t.split("-") for t in archive.wheel_meta.get_all("Tag") or []]
+    parts = [list(dict.fromkeys(t[i] for t in tags if len(t) == 3)) for i in range(3)]
+    if len(tags) != len(parts[0]) * len(parts[1]) * len(parts[2]) or any(len(t) != 3 for t in tags):
+        raise WheelError("tags", archive.where(f"{archive.dist_info}/WHEEL"),
+                         "WHEEL's tags are not one compressed tag set: no file name can carry them")
+    name = archive.wheel_name
+    build = f"-{name.build}" if name.build else ""
+    stem = archive.path.name.split("-")[0]
+    return f"{stem}-{name.version}{build}-{'.'.join(parts[0])}-{'.'.join(parts[1])}-{'.'.join(parts[2])}.whl"
+
+
+def check_repairs(contents: WheelContents, injection: Injection, where: Callable[[str], str]) -> None:
+    """Input whose RECORD or tags disagree with its contents is signed only when the manifest's
+    provenance records exactly those disagreements (``migrate --rewrite-record``)."""
+    found = [(d.code, d.path, d.detail) for d in contents.discrepancies]
+    recorded = [(r.code, r.path, r.detail) for r in injection.manifest.provenance.repairs]
+    if found == recorded:
+        return
+    first = contents.discrepancies[0] if contents.discrepancies else None
+    if first is None:
+        raise WheelError("repairs", where(manifest_member(contents.dist_info)),
+                         "the planned provenance records repairs the input does not need; not signing it")
+    member = f"{contents.dist_info}/WHEEL" if first.code == "wheel.tags" else first.path
+    raise WheelError("record", where(member), f"{first.detail}: the input wheel disagrees with itself "
+                     f"({len(found)} discrepancies); not signing it")
 
 
 def check_coverage(contents: WheelContents, injection: Injection, where: Callable[[str], str]) -> None:

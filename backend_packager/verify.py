@@ -14,7 +14,8 @@ What must hold (each failure is one :class:`Finding`):
   and a note says that the other files are vouched for by RECORD only;
 - name, version and tags in the signed payload equal the wheel's own (file name, METADATA,
   WHEEL), so a signed 1.0 cannot be passed off as 1.1 or for another platform;
-- the ``triton.backends`` entry points name the packages the manifest names.
+- the ``triton.backends`` entry points (``<package>.backends`` for a renamed Triton package,
+  as the signed ``triton_package`` says) name the packages the manifest names.
 
 The checks are pure functions returning findings; the CLI only formats them.
 """
@@ -178,20 +179,10 @@ def _hash_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) ->
 
 def check_record(wheel: Wheel) -> list[Finding]:
     """RECORD lists every member with its hash and size (RECORD's own row has neither)."""
-    findings = []
     record_name = f"{wheel.dist_info}/RECORD"
-    for name, member in sorted(wheel.members.items()):
-        row = wheel.record.get(name)
-        if name == record_name:
-            continue
-        if row is None:
-            findings.append(Finding("record.unlisted", name, "member is not listed in RECORD"))
-        elif row.sha256 != member.sha256 or row.size != member.size:
-            findings.append(Finding("record.mismatch", name, f"content (sha256 {member.sha256[:16]}, {member.size} "
-                                    f"bytes) differs from RECORD (sha256 {str(row.sha256)[:16]}, {row.size} bytes)"))
-    for name in sorted(set(wheel.record) - set(wheel.members)):
-        findings.append(Finding("record.absent", name, "listed in RECORD but not in the wheel"))
-    return findings
+    seen = {name: (m.sha256, m.size) for name, m in wheel.members.items() if name != record_name}
+    found = records.discrepancies(wheel.record, seen, set(wheel.members), strict=True)
+    return [Finding(d.code, d.path, d.detail) for d in found]
 
 
 def check_identity(manifest: Manifest, wheel: Wheel) -> list[Finding]:
@@ -276,19 +267,24 @@ def coverage_notes(manifest: Manifest) -> list[str]:
 
 
 def check_entry_points(manifest: Manifest, wheel: Wheel) -> list[Finding]:
-    """Triton loads what entry_points.txt names; it must be what was signed."""
-    declared = wheel.entry_points.get(entrypoints.BACKENDS_GROUP, {})
-    findings = []
+    """Triton loads what entry_points.txt names in its group (``triton.backends``, or
+    ``<package>.backends`` for the renamed package the manifest names); it must be what was signed."""
     where = f"{wheel.dist_info}/entry_points.txt"
+    if not manifest.triton_package.isidentifier():
+        return [Finding("manifest.triton-package", f"{wheel.dist_info}/{MANIFEST_FILENAME}",
+                        f"triton_package {manifest.triton_package[:100]!r} is not a Python package name")]
+    group = entrypoints.backends_group(manifest.triton_package)
+    declared = wheel.entry_points.get(group, {})
+    findings = []
     for backend in manifest.backends:
         value = declared.get(backend.name)
         if value is None:
             findings.append(Finding("entry-point.missing", where,
-                                    f"no {entrypoints.BACKENDS_GROUP} entry point {backend.name!r}"))
+                                    f"no {group} entry point {backend.name!r}"))
         elif value.split(":")[0].strip() != backend.package:
             findings.append(Finding("entry-point.mismatch", where,
                                     f"{backend.name} = {value}; the signed manifest says {backend.package}"))
     for name in sorted(set(declared) - {b.name for b in manifest.backends}):
         findings.append(Finding("entry-point.unsigned", where,
-                                f"{entrypoints.BACKENDS_GROUP} entry point {name!r} is not in the signed manifest"))
+                                f"{group} entry point {name!r} is not in the signed manifest"))
     return findings

@@ -127,8 +127,7 @@ class WheelWriter:
         for entry, item in zip(entries, streamed[:len(entries)], strict=True):
             self._written.append(Written(entry, item.artifact.sha256, item.artifact.size))
         self._hashed = {s.member.name: s.artifact.sha256 for s in streamed[len(entries):]}
-        _check_record(self.archive, streamed)
-        return _contents(self.archive, streamed)
+        return _contents(self.archive, streamed, _discrepancies(self.archive, streamed))
 
     def finish(self, files: dict[str, bytes]) -> None:
         """Write ``.dist-info``: the kept files raw and ``files`` (name -> final bytes)
@@ -306,28 +305,18 @@ class _Copier:
         return Streamed(m, plain)
 
 
-def _check_record(archive: WheelArchive, streamed: list[Streamed]) -> None:
-    """Compare what was streamed with the input's RECORD: a mismatch means corrupt input."""
-    for item in streamed:
-        name = item.member.name
-        if item.member.is_dir:
-            continue
-        row = archive.record.get(name)
-        where = archive.where(name)
-        if row is None:
-            raise WheelError("record", where, "member is not listed in RECORD")
-        if row.sha256 is not None and row.sha256 != item.artifact.sha256:
-            raise WheelError("corrupt", where, "sha256 differs from RECORD: the input wheel is corrupt; not signing it")
-        if row.size is not None and row.size != item.artifact.size:
-            raise WheelError("corrupt", where,
-                             f"size {item.artifact.size} differs from RECORD's {row.size}; not signing it")
-    present = {m.name for m in archive.members}
-    for path in archive.record:
-        if path not in present:
-            raise WheelError("record", archive.where(path), "listed in RECORD but not in the wheel")
+def _discrepancies(archive: WheelArchive, streamed: list[Streamed]) -> list[records.Discrepancy]:
+    """What was streamed against the input's RECORD, and the file name's tags against WHEEL's:
+    reported, not raised here; the rewrite refuses them unless the plan records each one."""
+    seen = {s.member.name: (s.artifact.sha256, s.artifact.size) for s in streamed if not s.member.is_dir}
+    found = records.discrepancies(archive.record, seen, {m.name for m in archive.members})
+    tags = archive.tag_problem()
+    if tags:
+        found.append(records.Discrepancy("wheel.tags", archive.path.name, tags))
+    return found
 
 
-def _contents(archive: WheelArchive, streamed: list[Streamed]) -> WheelContents:
+def _contents(archive: WheelArchive, streamed: list[Streamed], found: list[records.Discrepancy]) -> WheelContents:
     meta = archive.metadata
     files = [s.artifact for s in streamed if not s.member.is_dir and not is_installer_file(s.member.name)]
     return WheelContents(
@@ -342,6 +331,7 @@ def _contents(archive: WheelArchive, streamed: list[Streamed]) -> WheelContents:
         existing_manifest=archive.read(manifest_member(archive.dist_info)),
         read_member=archive.read,
         warnings=[*archive.warnings, *(s.warning for s in streamed if s.warning)],
+        discrepancies=found,
     )
 
 

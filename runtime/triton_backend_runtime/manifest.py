@@ -30,6 +30,7 @@ SCHEMA_MAJOR = 1
 #: 1.1 added ``Manifest.coverage``: "all" when every file of the wheel is an artifact.
 #: 1.2 added ``Plugin.info`` (what ``tritonGetPluginInfo`` returned at build time) and
 #: ``Plugin.contract`` (what the vendor declared); both optional, absent before 1.2.
+#: 1.2 also added ``Manifest.triton_package`` and ``Provenance.repairs`` (defaults: "triton", []).
 SCHEMA_MINOR = 2
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
@@ -259,12 +260,26 @@ class Build:
 
 
 @dataclass
+class Repair:
+    """One disagreement between a legacy wheel's RECORD (or file name) and its contents."""
+
+    code: Annotated[str, "record.mismatch, record.unlisted, record.absent or wheel.tags"]
+    path: Annotated[str, "The member concerned (the wheel's file name for wheel.tags)"]
+    detail: str
+
+
+@dataclass
 class Provenance:
     """Whether the manifest was written at build time or added to a legacy wheel."""
 
     kind: Literal["build", "migrate"]
     source: Annotated[str | None, "For 'migrate': the legacy wheel's file name"]
     source_sha256: str | None = None
+    repairs: Annotated[
+        list[Repair],
+        "Where the legacy wheel's RECORD or file-name tags disagreed with its contents, each repaired "
+        "from the contents (`migrate --rewrite-record`); empty when the input agreed with itself",
+    ] = field(default_factory=list)
 
 
 @dataclass
@@ -288,6 +303,12 @@ class Manifest:
         "(RECORD, INSTALLER, REQUESTED, direct_url.json) and this manifest; 'native' (the default, "
         "what schema 1.0 manifests meant): native files only",
     ] = "native"
+    triton_package: Annotated[
+        str,
+        "The import package of the Triton the backends plug into: 'triton' (the default, what a manifest "
+        "without the field means), or a vendor release's rename; Triton reads its backends from the "
+        "entry-point group '<triton_package>.backends'",
+    ] = "triton"
 
 
 def is_installer_file(path: str) -> bool:

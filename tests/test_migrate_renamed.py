@@ -1,0 +1,242 @@
+"""Renamed Triton packages (issue 10, item 3): a vendor release that installs ``triton`` as
+another package (``<pkg>/backends/<name>/``, entry-point group ``<pkg>.backends``).
+
+``migrate`` and ``verify`` read the package from the wheel (``--triton-package`` when it
+cannot tell), the manifest records it, and the runtime's discovery reads the group of the
+Triton package whose ``backends/__init__.py`` is running. Quick tests run on wheels written
+here; the real ``tokenspeed-triton`` (a vendor release whose package is ``tokenspeed_triton``)
+runs under the ``triton_wheel`` mark.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import fetch_wheel, run_cli
+from projects import Keypair, keygen
+from runtime_wheels import pip_install, resign, write_wheel
+from triton_backend_runtime import discovery
+
+#: A vendor release for TokenSpeed: package ``tokenspeed_triton``, group ``tokenspeed_triton.backends``.
+TOKENSPEED = "tokenspeed-triton==3.9.10.post20261028"
+
+BASE_COMPILER = "class BaseBackend:\n    pass\n"
+BASE_DRIVER = "class DriverBase:\n    pass\n"
+COMPILER = "from {base}.compiler import BaseBackend\n\n\nclass {cls}Backend(BaseBackend):\n    pass\n"
+DRIVER = "from {base}.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
+
+
+def backend(package: str, cls: str, base: str) -> dict[str, bytes]:
+    """compiler.py and driver.py of one backend package, subclassing ``base``'s classes."""
+    path = package.replace(".", "/")
+    return {
+        f"{path}/__init__.py": b"",
+        f"{path}/compiler.py": COMPILER.format(base=base, cls=cls).encode(),
+        f"{path}/driver.py": DRIVER.format(base=base, cls=cls).encode(),
+    }
+
+
+def renamed_core(package: str, *names: str) -> dict[str, bytes]:
+    """A renamed Triton of the directory-scan era: ``<package>/backends/<name>/`` per backend."""
+    files = {
+        f"{package}/__init__.py": b"__version__ = '3.3.0'\n",
+        f"{package}/backends/__init__.py": b"",
+        f"{package}/backends/compiler.py": BASE_COMPILER.encode(),
+        f"{package}/backends/driver.py": BASE_DRIVER.encode(),
+    }
+    for name in names:
+        files |= backend(f"{package}.backends.{name}", name.title(), f"{package}.backends")
+    return files
+
+
+def entry_points(dist_info: str, group: str, points: dict[str, str]) -> dict[str, bytes]:
+    lines = "".join(f"{name} = {value}\n" for name, value in points.items())
+    return {f"{dist_info}/entry_points.txt": f"[{group}]\n{lines}".encode()}
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Keypair:
+    return keygen(tmp_path_factory.mktemp("keys"), "renamed")
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Legacy wheels written here, each a case of its own."""
+    d = tmp_path_factory.mktemp("renamed")
+    acme = backend("acme_backend", "Acme", "vendor_triton.backends")
+    return {
+        # The renamed core itself, directory-scan era: no entry points at all.
+        "core": write_wheel(d / "core", "vendor-triton", "3.3.0", renamed_core("vendor_triton", "vgpu")),
+        # An out-of-tree backend for the renamed Triton: declares the renamed group.
+        "plugin": write_wheel(d / "plugin", "acme-backend", "1.0", {
+            **acme, **entry_points("acme_backend-1.0.dist-info", "vendor_triton.backends", {"acme": "acme_backend"}),
+        }),
+        # Backends for two Triton packages: only --triton-package can say which is meant.
+        "both": write_wheel(d / "both", "two-tritons", "1.0", {
+            **renamed_core("vendor_triton", "vgpu"), **backend("triton.backends.forkgpu", "Fork", "triton.backends"),
+        }),
+        # Backend-shaped directories nowhere a Triton scans: nothing found, and said.
+        "nested": write_wheel(d / "nested", "vendored-thing", "1.0", {
+            "vendored/__init__.py": b"", **renamed_core("vendored/triton", "hidden"),
+        }),
+        # Another library's group that happens to end in .backends: not a Triton.
+        "keyring": write_wheel(d / "keyring", "keyring-thing", "1.0", {
+            "keyring_thing/__init__.py": b"", "keyring_thing/store.py": b"x = 1\n",
+            **entry_points("keyring_thing-1.0.dist-info", "keyring.backends", {"store": "keyring_thing.store"}),
+        }),
+    }
+
+
+def migrate(wheel: Path, out: Path, key: Keypair, *args: str) -> tuple[int, dict[str, Any]]:
+    proc = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--json", *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)["wheels"][0]
+
+
+def manifest_of(wheel: Path) -> dict[str, Any]:
+    doc = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)
+    manifest: dict[str, Any] = doc["wheels"][0]["manifest"]
+    return manifest
+
+
+def entry_points_of(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        return archive.read(name).decode()
+
+
+def verified(wheel: Path, key: Keypair) -> bool:
+    proc = run_cli("verify", str(wheel), "--trust", str(key.public))
+    return proc.returncode == 0 and proc.stdout.startswith("OK")
+
+
+def test_renamed_core_of_the_directory_scan_era(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    code, outcome = migrate(wheels["core"], tmp_path, key)
+    assert code == 0, outcome
+    assert (outcome["backends"], outcome["triton_package"]) == (["vgpu"], "vendor_triton")
+    out = tmp_path / wheels["core"].name
+    assert "[vendor_triton.backends]\nvgpu = vendor_triton.backends.vgpu" in entry_points_of(out)
+    assert "[triton.backends]" not in entry_points_of(out)
+    manifest = manifest_of(out)
+    assert manifest["triton_package"] == "vendor_triton"
+    assert manifest["backends"][0]["compiler"] == "vendor_triton.backends.vgpu.compiler:VgpuBackend"
+    assert verified(out, key)
+
+
+def test_backend_for_a_renamed_triton_keeps_its_group(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    code, outcome = migrate(wheels["plugin"], tmp_path, key)
+    assert code == 0, outcome
+    assert (outcome["backends"], outcome["triton_package"]) == (["acme"], "vendor_triton")
+    out = tmp_path / wheels["plugin"].name
+    assert entry_points_of(out) == "[vendor_triton.backends]\nacme = acme_backend\n"
+    assert verified(out, key)
+
+
+def test_two_triton_packages_need_the_flag(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    code, outcome = migrate(wheels["both"], tmp_path / "refused", key)
+    assert code == 1
+    assert outcome["error"]["code"] == "wheel.triton-package"
+    assert "--triton-package" in outcome["error"]["message"]
+    assert list((tmp_path / "refused").iterdir()) == []
+    for package, name in (("vendor_triton", "vgpu"), ("triton", "forkgpu")):
+        code, outcome = migrate(wheels["both"], tmp_path / package, key, "--triton-package", package)
+        assert code == 0, outcome
+        assert (outcome["backends"], outcome["triton_package"]) == ([name], package)
+        assert verified(tmp_path / package / wheels["both"].name, key)
+
+
+def test_backend_shaped_directories_without_a_backend_warn(wheels: dict[str, Path], key: Keypair,
+                                                           tmp_path: Path) -> None:
+    code, outcome = migrate(wheels["nested"], tmp_path, key)
+    assert code == 0 and outcome["backends"] == []
+    (warning,) = [w for w in outcome["warnings"] if "backend-shaped" in w]
+    assert "vendored/triton/backends/hidden/" in warning and "--triton-package" in warning
+    plain = run_cli("migrate", str(wheels["nested"]), "-o", str(tmp_path / "plain"), "--key", str(key.private))
+    assert "backend-packager: warning:" in plain.stderr and "vendored/triton/backends/hidden/" in plain.stderr
+
+
+def test_another_librarys_backends_group_is_not_a_triton(wheels: dict[str, Path], key: Keypair,
+                                                          tmp_path: Path) -> None:
+    code, outcome = migrate(wheels["keyring"], tmp_path, key)
+    assert code == 0, outcome
+    assert (outcome["backends"], outcome["triton_package"]) == ([], "triton")
+    assert not any("backend-shaped" in w for w in outcome["warnings"])
+    assert manifest_of(tmp_path / wheels["keyring"].name)["triton_package"] == "triton"
+
+
+def test_triton_package_flag_is_a_package_name(wheels: dict[str, Path], tmp_path: Path) -> None:
+    for bad in ("a/b", "a.b", "1x", ""):
+        proc = run_cli("migrate", str(wheels["core"]), "-o", str(tmp_path), "--triton-package", bad)
+        assert proc.returncode == 2, bad
+        assert "Traceback" not in proc.stderr and "not a Python package name" in proc.stderr
+
+
+def test_verify_checks_the_signed_group(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
+    assert migrate(wheels["plugin"], tmp_path / "out", key)[0] == 0
+    out = tmp_path / "out" / wheels["plugin"].name
+
+    def findings(edited: Path) -> list[dict[str, str]]:
+        proc = run_cli("verify", str(edited), "--trust", str(key.public), "--json")
+        assert proc.returncode == 1, proc.stdout
+        found: list[dict[str, str]] = json.loads(proc.stdout)["wheels"][0]["findings"]
+        return found
+
+    # Signed for upstream triton: the wheel's vendor_triton.backends entry point is unsigned.
+    upstream = resign(out, tmp_path / "upstream", [key.private], lambda man: setattr(man, "triton_package", "triton"))
+    codes = {f["code"] for f in findings(upstream)}
+    assert codes == {"entry-point.missing"}
+    odd = resign(out, tmp_path / "odd", [key.private], lambda man: setattr(man, "triton_package", "../x"))
+    assert [f["code"] for f in findings(odd)] == ["manifest.triton-package"]
+
+
+def test_runtime_reads_the_group_of_the_running_package(wheels: dict[str, Path], key: Keypair,
+                                                        tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    for case in ("core", "plugin"):
+        assert migrate(wheels[case], tmp_path / "out", key)[0] == 0
+        pip_install(Path(sys.executable), tmp_path / "out" / wheels[case].name, site)
+    backends_dir = str(site / "vendor_triton" / "backends")
+    assert discovery.package_of(backends_dir) == "vendor_triton"
+    assert discovery.package_of(str(site / "triton" / "backends")) == "triton"
+    assert discovery.package_of(None) == discovery.package_of(str(site / "x")) == "triton"
+
+    found = discovery.discover([str(site)], in_tree=False, backends_dir=backends_dir)
+    assert found.package == "vendor_triton"
+    assert sorted((c.name, c.package) for c in found.candidates) == [
+        ("acme", "acme_backend"), ("vgpu", "vendor_triton.backends.vgpu")]
+    assert discovery.discover([str(site)], in_tree=False).candidates == []  # upstream triton's group: none
+    scanned = discovery.discover([str(site)], in_tree=True, backends_dir=backends_dir)
+    assert [(c.name, c.package, c.source) for c in scanned.candidates] == [
+        ("vgpu", "vendor_triton.backends.vgpu", "in-tree")]
+
+
+@pytest.mark.triton_wheel
+def test_real_renamed_release_tokenspeed_triton(key: Keypair, tmp_path: Path) -> None:
+    """tokenspeed-triton installs ``tokenspeed_triton``; its backends/__init__.py selects the
+    group ``tokenspeed_triton.backends``. Before: migrate found no backend and said nothing."""
+    src = fetch_wheel(TOKENSPEED)
+    with zipfile.ZipFile(src) as archive:
+        scan = archive.read("tokenspeed_triton/backends/__init__.py").decode()
+    assert 'entry_points().select(group="tokenspeed_triton.backends")' in scan
+    code, outcome = migrate(src, tmp_path / "out", key, "--jobs", "2")
+    assert code == 0, outcome
+    assert (outcome["backends"], outcome["triton_package"]) == (["amd", "nvidia"], "tokenspeed_triton")
+    out = tmp_path / "out" / src.name
+    assert entry_points_of(out) == entry_points_of(src)  # declared already: kept as they are
+    manifest = manifest_of(out)
+    assert manifest["triton_package"] == "tokenspeed_triton"
+    assert {b["compiler"] for b in manifest["backends"]} == {
+        "tokenspeed_triton.backends.amd.compiler:HIPBackend", "tokenspeed_triton.backends.nvidia.compiler:CUDABackend"}
+    assert verified(out, key)
+
+    site = tmp_path / "site"
+    pip_install(Path(sys.executable), out, site)
+    found = discovery.discover([str(site)], in_tree=False, backends_dir=str(site / "tokenspeed_triton" / "backends"))
+    assert sorted((c.name, c.package) for c in found.candidates) == [
+        ("amd", "tokenspeed_triton.backends.amd"), ("nvidia", "tokenspeed_triton.backends.nvidia")]
+    assert all(c.dist is not None and c.dist.manifest for c in found.candidates)
