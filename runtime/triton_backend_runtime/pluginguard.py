@@ -41,19 +41,19 @@ LIBTRITON = "triton._C.libtriton"
 class PluginRefused(RuntimeError):
     """A plugin library Triton was asked to load is not admitted; it was not loaded."""
 
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(f"plugin not loaded: {reason.path}: {reason.message} ({reason.code})")
-        self.reason = reason
+    def __init__(self, library: str, reason: Reason) -> None:
+        super().__init__(f"plugin {library} not loaded: {reason.message} ({reason.code}: {reason.path})")
+        self.library, self.reason = library, reason
 
 
 class PluginPathRefused(ImportError):
     """``TRITON_PLUGIN_PATHS`` names a library that is not admitted (strict): ``import triton``
     fails before ``libtriton`` could load it."""
 
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(f"{PLUGIN_PATHS_ENV} names a plugin that is not admitted: {reason.path}: "
-                         f"{reason.message} ({reason.code})")
-        self.reason = reason
+    def __init__(self, library: str, reason: Reason) -> None:
+        super().__init__(f"{PLUGIN_PATHS_ENV} names {library}, which is not admitted: {reason.message} "
+                         f"({reason.code}: {reason.path})")
+        self.library, self.reason = library, reason
 
 
 def refusal(path: str, registry: Registry) -> Reason | None:
@@ -100,9 +100,10 @@ def wrap_loaders(libtriton: Any, registry: Registry) -> None:
 
 def _checked(original: Any, registry: Registry) -> Any:
     def extend_with(path: Any, *args: Any, **kwargs: Any) -> Any:
-        reason = refusal(os.fspath(path), registry)
+        library = os.fspath(path)
+        reason = refusal(library, registry)
         if reason is not None:
-            raise PluginRefused(reason)
+            raise PluginRefused(library, reason)
         return original(path, *args, **kwargs)
 
     extend_with.__wrapped__ = original  # type: ignore[attr-defined]
@@ -118,7 +119,7 @@ def check_plugin_paths(registry: Registry) -> None:
     if not refused:
         return
     if registry.policy == STRICT:
-        raise PluginPathRefused(refused[0][1])
+        raise PluginPathRefused(*refused[0])
     from .registry import emit
 
     gone = {p for p, _ in refused}
