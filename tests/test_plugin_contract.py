@@ -358,3 +358,55 @@ def test_a_plugin_version_misses_the_cache_an_unrelated_upgrade_does_not(libs: L
     plugin.manifest_path.unlink()
     installed(site, env, so2, "contract-plugin", info2)
     assert _key(site, env) != before
+
+
+# -- real plugins: triton 3.9.0's bundled ones, triton-utlx 3.8 with a real triton 3.8.0 ------------
+
+
+def _members(wheel: Path, out: Path, names: list[str]) -> list[m.Artifact]:
+    with zipfile.ZipFile(wheel) as archive:
+        for name in names:
+            archive.extract(name, out)
+    return [artifact_from_file(out / n, n) for n in names]
+
+
+@pytest.mark.triton_wheel
+def test_triton_390_bundled_plugins_captured_from_the_wheel(triton_wheel: Path, tmp_path: Path) -> None:
+    names = [LIBTRITON, "triton/plugins/libTritonPluginsTestLib.so", "triton/plugins/libMLIRDialectPlugin.so"]
+    artifacts = _members(triton_wheel, tmp_path, names)
+    plugins = plugininfo.capture_all(triton_wheel, artifacts, assemble.find_plugins(artifacts))
+    captured = {p.path: p.info for p in plugins}
+    test_lib, dialect = captured[names[1]], captured[names[2]]
+    assert test_lib is not None and dialect is not None and test_lib.captured and dialect.captured
+    assert (test_lib.name, test_lib.version, test_lib.triton_version, test_lib.libtriton) == (
+        "TritonPlugin", "0.1.0", "3.9.0", LIBTRITON)
+    assert [p.name for p in test_lib.passes] == ["plugin"]
+    assert [d.name for d in dialect.dialects] == ["DialectPlugin"] and dialect.ops == ["custom_op"]
+    assert "libTritonPluginsTestLib" not in Path("/proc/self/maps").read_text()
+
+
+@pytest.mark.triton_wheel
+def test_utlx_38_captured_with_triton_380_and_diagnosed_beside_390(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from _wheels import fetch_wheel
+    from triton_backend_runtime.errors import VerifyError
+    from triton_backend_runtime.plugins import check_terms
+    from triton_backend_runtime.verdict import plugin_terms
+
+    site = tmp_path / "site"  # the build environment: a real triton 3.8.0's files
+    _members(fetch_wheel("triton==3.8.0"), site, [LIBTRITON, "triton/__init__.py"])
+    monkeypatch.syspath_prepend(str(site))
+    utlx = fetch_wheel("triton-utlx==3.8.0.post16")
+    artifacts = _members(utlx, tmp_path / "utlx", ["utlx_plugin/libutlx.so"])
+    (plugin,) = plugininfo.capture_all(utlx, artifacts, assemble.find_plugins(artifacts))
+    info = plugin.info
+    assert info is not None and info.captured, info
+    assert (info.name, info.version, info.triton_version) == ("uTLXPlugin", "3.8.0", "3.8.0+gitc01b6774")
+    assert info.libtriton is not None and info.libtriton.startswith("build environment")
+    assert len(info.passes) == 20 and [d.name for d in info.dialects] == ["TLXDialect"] and len(info.ops) > 50
+    terms = plugin_terms(plugin)
+    assert terms is not None
+    check_terms(terms, "3.8.0", "libutlx.so")  # its own Triton: admitted
+    with pytest.raises(VerifyError) as caught:  # beside 3.9.0: refused before any dlopen
+        check_terms(terms, "3.9.0", "libutlx.so")
+    assert caught.value.code == "verify.plugin-triton" and "3.8.0+gitc01b6774" in caught.value.detail
