@@ -247,8 +247,10 @@ class Registry:
         ]
 
     def _check_contracts(self, plugins: list[PluginEntry], triton: str | None) -> None:
-        """Each plugin's contract against the installed Triton, before anything is loaded."""
-        checked = [p for p in plugins if p.terms is not None and p.trust != REJECTED]
+        """Each plugin's contract against the installed Triton, before anything is loaded. A
+        broken contract is the cause of missing libtriton symbols, so it is the reason shown."""
+        checked = [p for p in plugins if p.terms is not None
+                   and (p.trust != REJECTED or (p.reason is not None and p.reason.code in _SYMPTOMS))]
         if not checked:
             return
         from .plugins import check_terms
@@ -258,8 +260,9 @@ class Registry:
             try:
                 check_terms(plugin.terms, triton, plugin.file)
             except VerifyError as exc:
+                then = f" (so: {plugin.reason.code}: {plugin.reason.message[:300]})" if plugin.reason else ""
                 plugin.trust = plugin.state = REJECTED
-                plugin.reason = reason_of(exc)
+                plugin.reason = Reason(exc.code, exc.path, exc.detail + then)
 
     def missing_required(self) -> list[str]:
         """Why compiling must stop: each plugin with ``on-failure = "fail"`` that is not loaded."""
@@ -502,6 +505,10 @@ def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
     from dataclasses import asdict
 
     return asdict(terms) if terms else None
+
+
+#: Rejections that a plugin built for another Triton explains (its contract is then the reason).
+_SYMPTOMS = ("verify.symbols", "verify.libtriton")
 
 
 def _registrations_repeat(plugins: list[PluginEntry]) -> bool:
