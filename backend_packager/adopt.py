@@ -64,7 +64,7 @@ from triton_backend_runtime.installed import (
     walk_files,
     wheel_path_parts,
 )
-from triton_backend_runtime.layout import MANIFEST_FILENAME, is_shared_library
+from triton_backend_runtime.layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
 from triton_backend_runtime.manifest import Artifact, is_installer_file
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
@@ -232,6 +232,7 @@ def _record_rows(text: str, where: str) -> list[records.RecordRow]:
 def check_installed(installed: Installed, key: SigningKey, jobs: int, outcome: Adoption) -> list[Checked]:
     """Every file RECORD lists, checked; raises listing every mismatch (in ``outcome`` too)."""
     wanted, mismatches = _classify(installed, outcome)
+    mismatches += _unlisted_metadata(installed, {r.path for r in wanted})
     checked, failed = _check_all(installed, wanted, jobs)
     failed = _finish_interrupted(installed, key, failed, checked)
     mismatches += failed + _unrecorded(installed, [installed.full(r.path) for r in wanted])
@@ -269,6 +270,16 @@ def _classify(installed: Installed, outcome: Adoption) -> tuple[list[records.Rec
         else:
             wanted.append(row)
     return wanted, refused
+
+
+def _unlisted_metadata(installed: Installed, listed: set[str]) -> list[TrustError]:
+    """METADATA and WHEEL, and ``entry_points.txt`` when present, must be among the rows checked:
+    the plan reads them, and a RECORD that leaves them out is not this distribution's."""
+    leaves = ["METADATA", "WHEEL"]
+    if os.path.lexists(installed.full(f"{installed.dist_info}/entry_points.txt")):
+        leaves.append("entry_points.txt")
+    return [InstalledError("unrecorded", installed.full(path), "RECORD does not list this metadata file")
+            for path in (f"{installed.dist_info}/{leaf}" for leaf in leaves) if path not in listed]
 
 
 def _inside(path: str) -> bool:
@@ -378,6 +389,9 @@ def _unrecorded(installed: Installed, recorded: list[str]) -> list[TrustError]:
     known = set(recorded)
     tops = {os.path.join(installed.site, p.split(os.sep)[0])
             for p in (os.path.relpath(f, installed.site) for f in recorded)}
+    # The packages the entry points name, even when RECORD lists none of their files.
+    tops |= {os.path.join(installed.site, v.split(":")[0].split(".")[0].strip())
+             for v in installed.entry_points.get(BACKENDS_GROUP, {}).values()}
     tops = {t for t in tops if not t.endswith((".dist-info", ".data")) and os.path.isdir(t)}
     budget = [MAX_WALK_ENTRIES]
     found: list[TrustError] = []

@@ -1,0 +1,352 @@
+"""``backend-packager adopt``: an installed distribution signed in place, or written as a wheel.
+
+The quick tests install a small directory-scan-era backend (``triton/backends/forkgpu/`` with
+a real shared library compiled by gcc, a console script, no ``triton.backends`` entry points)
+with pip into a venv, and hand every test its own copy of that site-packages. The runtime then
+verifies the adopted distribution in process (``verify_distribution``, a registry under
+strict). The ``triton_wheel`` test adopts a real triton 3.9.0 installed in a venv and runs
+``doctor`` under strict, as a platform team would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ElfFixtures, run_cli
+from helpers.disttree import TrustEnv
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from projects import fresh_venv, pip_install, record_hash
+from runtime_wheels import backend_files, write_wheel
+from triton_backend_runtime import discovery
+from triton_backend_runtime.layout import MANIFEST_FILENAME
+from triton_backend_runtime.verify import verify_distribution
+
+from backend_packager import signing
+from backend_packager.adopt import adopt
+
+NAME = "triton-fork"
+DIST_INFO = "triton_fork-1.0.dist-info"
+PACKAGE = "triton/backends/forkgpu"
+SCRIPTS = "[console_scripts]\nforkgpu-info = triton.backends.forkgpu:main\n"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> Path:
+    """The fork (Python sources, a native library) installed by pip into a venv (bytecode
+    compiled, a script wrapper in bin/): its site-packages directory."""
+    base = tmp_path_factory.mktemp("adopt")
+    files = backend_files(PACKAGE, "Fork", "forkgpu")
+    files[f"{PACKAGE}/__init__.py"] = b"def main():\n    print('forkgpu')\n"
+    files[f"{PACKAGE}/lib/libfork_driver.so"] = elf_files.exports.read_bytes()
+    files[f"{DIST_INFO}/entry_points.txt"] = SCRIPTS.encode()
+    wheel = write_wheel(base / "wheels", NAME, "1.0", files)
+    python = fresh_venv(base / "venv")
+    pip_install(python, str(wheel))
+    site = next((base / "venv" / "lib").glob("python*/site-packages"))
+    assert (base / "venv" / "bin" / "forkgpu-info").exists()
+    return site
+
+
+@pytest.fixture
+def site(pristine: Path, tmp_path: Path) -> Path:
+    """A copy of the installed venv for one test to change: ``<copy>/lib/pythonX.Y/site-packages``."""
+    venv = pristine.parents[2]
+    shutil.copytree(venv, tmp_path / "venv", symlinks=True)
+    return tmp_path / "venv" / pristine.relative_to(venv)
+
+
+@pytest.fixture
+def trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
+    return TrustEnv.make(tmp_path / "trust-env", monkeypatch)
+
+
+def key_file(env: TrustEnv) -> Path:
+    return env.root / "keys" / "vendor.pem"
+
+
+def cli_adopt(site: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    done = run_cli("adopt", NAME, "--site-packages", str(site), "--json", *args)
+    return done.returncode, json.loads(done.stdout)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` with its bytes (symlinks as their target)."""
+    out = {}
+    for here, _, names in os.walk(directory):
+        for name in names:
+            full = Path(here) / name
+            out[str(full)] = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
+    return out
+
+
+def record_of(site: Path) -> dict[str, list[str]]:
+    text = (site / DIST_INFO / "RECORD").read_text()
+    return {row[0]: row for row in (line.split(",") for line in text.splitlines())}
+
+
+def verdict_of(site: Path, env: TrustEnv) -> Any:
+    found = discovery.discover([str(site)], in_tree=False)
+    dist = next(d for d in found.distributions if d.key == NAME)
+    return verify_distribution(dist, env.context())
+
+
+def test_adopt_in_place_then_the_runtime_verifies(site: Path, trust: TrustEnv) -> None:
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert code == 0, doc
+    (outcome,) = doc["distributions"]
+    assert doc["format"] == 1 and outcome["status"] == "adopted" and outcome["backends"] == ["forkgpu"]
+    assert outcome["native"] == 1 and outcome["plugins"] == []
+    assert outcome["written"] == [f"{DIST_INFO}/{MANIFEST_FILENAME}", f"{DIST_INFO}/entry_points.txt",
+                                  f"{DIST_INFO}/RECORD"]
+    assert outcome["skipped"] == 4  # three compiled .pyc, one script wrapper: the installer's, not the wheel's
+    # Directory-scan era: entry points declared for the backend, the console script kept.
+    entry_points = (site / DIST_INFO / "entry_points.txt").read_text()
+    assert "[triton.backends]\nforkgpu = triton.backends.forkgpu" in entry_points and "forkgpu-info =" in entry_points
+    rows = record_of(site)
+    for leaf in (MANIFEST_FILENAME, "entry_points.txt"):
+        data = (site / DIST_INFO / leaf).read_bytes()
+        assert rows[f"{DIST_INFO}/{leaf}"][1:] == [record_hash(data), str(len(data))]
+    assert "../../../bin/forkgpu-info" in rows and list(rows)[-1] == f"{DIST_INFO}/RECORD"
+    verdict = verdict_of(site, trust)
+    assert (verdict.status, verdict.problem) == ("verified", None), verdict.problem
+    assert [(b.name, b.package) for b in verdict.backends] == [("forkgpu", "triton.backends.forkgpu")]
+
+
+def test_adopt_again_changes_nothing_but_record(site: Path, trust: TrustEnv) -> None:
+    assert cli_adopt(site, "--key", str(key_file(trust)))[0] == 0
+    before = snapshot(site)
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert code == 0 and doc["distributions"][0]["status"] == "re-signed"
+    assert doc["distributions"][0]["written"] == [f"{DIST_INFO}/RECORD"]
+    assert snapshot(site) == before  # the same statement signed again: the same bytes
+
+
+def _edit(site: Path) -> str:
+    path = site / PACKAGE / "compiler.py"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"forkgpu-1", b"forkgpu-2"))  # same size, other bytes
+    return str(path)
+
+
+def _grow(site: Path) -> str:
+    path = site / PACKAGE / "driver.py"
+    path.write_bytes(path.read_bytes() + b"\n# edited\n")
+    return str(path)
+
+
+def _remove(site: Path) -> str:
+    path = site / PACKAGE / "lib" / "libfork_driver.so"
+    path.unlink()
+    return str(path)
+
+
+def _symlinked_file(site: Path) -> str:
+    path = site / PACKAGE / "driver.py"
+    outside = site.parents[3] / "driver.py"
+    outside.write_bytes(path.read_bytes())  # the very bytes RECORD lists, but outside
+    path.unlink()
+    path.symlink_to(outside)
+    return str(path)
+
+
+def _symlinked_directory(site: Path) -> str:
+    package = site / PACKAGE
+    outside = site.parents[3] / "elsewhere"
+    shutil.move(package, outside)  # identical files, reached through a symlink out of site-packages
+    package.symlink_to(outside, target_is_directory=True)
+    return str(package / "__init__.py")
+
+
+def _record_row(site: Path, row: str) -> str:
+    record = site / DIST_INFO / "RECORD"
+    record.write_text(record.read_text() + row + "\n")
+    return row.split(",")[0]
+
+
+def _dotdot_row(site: Path) -> str:
+    secret = site.parents[3] / "secret.txt"
+    data = b"outside\n"
+    secret.write_bytes(data)  # it matches its row: refused for where it is, unread
+    return _record_row(site, f"../../../../secret.txt,{record_hash(data)},{len(data)}")
+
+
+def _dotdot_inside(site: Path) -> str:
+    return _record_row(site, f"triton/../triton/backends/forkgpu/driver.py,{record_hash(b'x')},1")
+
+
+def _unrecorded(site: Path) -> str:
+    path = site / PACKAGE / "extra.py"
+    path.write_text("print('not in RECORD')\n")
+    return str(path)
+
+
+TAMPERING = {
+    "edited": (_edit, "installed.sha256"),
+    "grown": (_grow, "installed.size"),
+    "missing": (_remove, "installed.missing"),
+    "symlinked-file": (_symlinked_file, "installed.not-regular"),
+    "symlink-escapes": (_symlinked_directory, "installed.path"),
+    "record-dotdot": (_dotdot_row, "installed.path"),
+    "record-dotdot-inside": (_dotdot_inside, "installed.path"),
+    "unrecorded-code": (_unrecorded, "installed.unrecorded"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+def test_tampered_install_is_refused_and_listed(case: str, site: Path, trust: TrustEnv, tmp_path: Path) -> None:
+    tamper, code = TAMPERING[case]
+    path = tamper(site)
+    before = snapshot(site)
+    done = run_cli("adopt", NAME, "--site-packages", str(site), "--key", str(key_file(trust)), "--json")
+    assert done.returncode == 1, done.stderr
+    (outcome,) = json.loads(done.stdout)["distributions"]
+    assert outcome["error"]["code"] == "installed.mismatch"
+    assert {"code": code, "path": path} in [{k: m[k] for k in ("code", "path")} for m in outcome["mismatches"]]
+    assert f"{path}: " in done.stderr and f"({code})" in done.stderr  # each file listed on its own line
+    assert snapshot(site) == before  # nothing written
+    wheel = run_cli("adopt", NAME, "--site-packages", str(site), "--key", str(key_file(trust)),
+                    "--wheel-out", str(tmp_path / "out"))
+    assert wheel.returncode == 1 and not list((tmp_path / "out").glob("*"))
+
+
+def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
+    from test_migrate import assert_strict_zip, assert_vouches_for_every_file, entry_points_of
+
+    before = snapshot(site)
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--wheel-out", str(tmp_path / "out"))
+    assert code == 0, doc
+    wheel = Path(doc["distributions"][0]["output"])
+    assert wheel.parent == tmp_path / "out" and wheel.name.startswith("triton_fork-1.0-")
+    assert snapshot(site) == before
+    assert_strict_zip(wheel)
+    manifest = assert_vouches_for_every_file(wheel)
+    assert {b["name"] for b in manifest["backends"]} == {"forkgpu"}
+    assert "forkgpu = triton.backends.forkgpu" in entry_points_of(wheel)
+    verified = run_cli("verify", str(wheel), "--trust", str(trust.key.pub))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    python = fresh_venv(tmp_path / "again")
+    pip_install(python, str(wheel))  # a regular wheel: pip installs it as it would the original
+
+
+def _interrupt_before_record(site: Path, key: Path) -> None:
+    """The state a run killed after its manifest and entry points, before RECORD, leaves:
+    every file whole, RECORD still the installer's."""
+    record = site / DIST_INFO / "RECORD"
+    original = record.read_bytes()
+    assert run_cli("adopt", NAME, "--site-packages", str(site), "--key", str(key)).returncode == 0
+    record.write_bytes(original)
+
+
+def test_an_interrupted_adopt_is_finished_by_the_same_key(site: Path, trust: TrustEnv) -> None:
+    _interrupt_before_record(site, key_file(trust))
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert code == 0, doc
+    assert verdict_of(site, trust).status == "verified"
+
+
+def test_an_interrupted_adopt_is_not_finished_by_another_key(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
+    _interrupt_before_record(site, key_file(trust))
+    other = tmp_path / "other.pem"
+    signing.generate(other, tmp_path / "other.pub", "other", None)
+    code, doc = cli_adopt(site, "--key", str(other))
+    assert code == 1
+    codes = {(m["path"], m["code"]) for m in doc["distributions"][0]["mismatches"]}
+    assert codes == {(str(site / DIST_INFO / "entry_points.txt"), "installed.size")}
+
+
+def test_unusable_input_exits_2(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
+    key = str(key_file(trust))
+    missing = run_cli("adopt", "no-such-dist", "--site-packages", str(site), "--key", key, "--json")
+    assert missing.returncode == 2
+    assert json.loads(missing.stdout)["distributions"][0]["error"]["code"] == "input.not-installed"
+    for args, code in (
+        (["--site-packages", str(tmp_path / "nowhere"), "--key", key], "(input.site-packages)"),
+        (["--site-packages", str(site), "--key", str(tmp_path / "no.pem")], "(input."),
+        (["--site-packages", str(site), "--key", str(trust.key.pub)], "(input."),
+    ):
+        done = run_cli("adopt", NAME, *args)
+        assert done.returncode == 2 and code in done.stderr and "Traceback" not in done.stderr, done.stderr
+    env = {k: v for k, v in os.environ.items() if k != "BACKEND_PACKAGER_SIGNING_KEY"}
+    exe = Path(sys.executable).parent / "backend-packager"
+    nokey = subprocess.run([str(exe), "adopt", NAME, "--site-packages", str(site)], capture_output=True, text=True,
+                           env=env)
+    assert nokey.returncode == 2 and "(input.key)" in nokey.stderr
+    assert run_cli("adopt", NAME, "--jobs", "0", "--key", key).returncode == 2
+
+
+_ROW_PATHS = st.one_of(
+    st.sampled_from([f"{PACKAGE}/driver.py", f"{PACKAGE}/compiler.py", f"{DIST_INFO}/METADATA", "../x", "/etc/passwd",
+                     "a/../../b", "", ".", f"{PACKAGE}/__pycache__/x.pyc", "bin/forkgpu-info", "a\\b", "x\0y"]),
+    st.text(min_size=1, max_size=40),
+)
+_ROW_HASHES = st.one_of(st.just(""), st.just(record_hash(b"")), st.just("md5=abc"), st.text(max_size=50))
+_ROW_SIZES = st.one_of(st.just(""), st.integers(-5, 1 << 40).map(str), st.text(max_size=8))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(_ROW_PATHS, _ROW_HASHES, _ROW_SIZES), max_size=6), keep=st.booleans())
+def test_hostile_record_is_a_reason_never_a_crash(rows: list[tuple[str, str, str]], keep: bool, pristine: Path,
+                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever RECORD holds: an outcome with a reason (or a verified adoption), nothing
+    written outside the distribution's .dist-info, no exception."""
+    import csv
+    import io
+
+    base = tmp_path_factory.mktemp("fuzz")
+    site = base / "site"
+    shutil.copytree(pristine, site, symlinks=True)
+    record = site / DIST_INFO / "RECORD"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    record.write_text((record.read_text() if keep else "") + out.getvalue())
+    key_path = base / "keys" / "k.pem"
+    key_path.parent.mkdir()
+    signing.generate(key_path, key_path.with_suffix(".pub"), "fuzz", None)
+    before = snapshot(site)
+    outcome = adopt(site, NAME, signing.load(key_path), jobs=2)
+    after = snapshot(base / "site")
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    assert all(p.startswith(str(site / DIST_INFO) + os.sep) for p in changed)
+    if outcome.error is None:
+        assert outcome.status in ("adopted", "re-signed")
+    else:
+        assert not changed and outcome.error.code.split(".")[0] in ("installed", "wheel", "input", "verify")
+
+
+@pytest.mark.triton_wheel
+def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tmp_path: Path) -> None:
+    from triton_venv import make_venv
+
+    venv = make_venv(tmp_path, triton_wheel)
+    code, doc = _adopt_real(venv.site, venv.key)
+    assert code == 0, doc
+    (outcome,) = doc["distributions"]
+    assert outcome["backends"] == ["amd", "nvidia"] and outcome["artifacts"] > 500
+    assert outcome["written"] == ["triton-3.9.0.dist-info/triton_backend.dsse.json", "triton-3.9.0.dist-info/RECORD"]
+    assert venv.cli("trust", "add", str(venv.pub)).returncode == 0
+    doctor = venv.cli("doctor", TRITON_BACKEND_POLICY="strict")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    for name in ("amd", "nvidia"):
+        assert any(line.split()[:1] == [name] and "[verified, loaded" in line for line in doctor.stdout.splitlines())
+    # An installed file edited afterwards: doctor rejects, and adopt refuses to sign it again.
+    compiler = venv.site / "triton" / "backends" / "nvidia" / "compiler.py"
+    compiler.write_bytes(compiler.read_bytes() + b"# edited after adoption\n")
+    assert venv.cli("doctor", TRITON_BACKEND_POLICY="strict").returncode == 1
+    code, doc = _adopt_real(venv.site, venv.key)
+    assert code == 1
+    assert [m["code"] for m in doc["distributions"][0]["mismatches"]] == ["installed.size"]
+    venv.cli("hook", "uninstall")
+
+
+def _adopt_real(site: Path, key: Path) -> tuple[int, dict[str, Any]]:
+    done = run_cli("adopt", "triton", "--site-packages", str(site), "--key", str(key), "--json")
+    return done.returncode, json.loads(done.stdout)
+
