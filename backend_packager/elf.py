@@ -41,6 +41,7 @@ from typing import BinaryIO
 from triton_backend_runtime.manifest import ElfInfo
 
 from . import elftables
+from .elftables import limit
 from .errors import ElfError
 
 ELF_MAGIC = b"\x7fELF"
@@ -143,11 +144,6 @@ def check_ident(head: bytes, path: str) -> str:
         detail = f"foreign architecture {name} (e_machine={machine}); supported: x86_64, aarch64"
         raise ElfError("architecture", path, detail)
     return MACHINES[machine]
-
-
-def limit(path: str, name: str, value: int, what: str) -> ElfError:
-    """The error for a limit hit: code ``elf.limit``, the limit's name and value."""
-    return ElfError("limit", path, f"{what} exceeds {name} ({value:,}): not scanned")
 
 
 def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: list[Range] | None = None) -> ElfInfo:

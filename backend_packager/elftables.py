@@ -88,7 +88,8 @@ class Header:
 
 
 def limit(path: str, name: str, value: int, what: str) -> ElfError:
-    return ElfError("limit", path, f"{what} exceeds {name} ({value:,}): not scanned")
+    """The error for a limit hit: code ``elf.limit``, the limit's name and value."""
+    return ElfError("limit", path, f"{what}: over the limit {name} ({value:,}); not scanned")
 
 
 class _Strings:
@@ -114,7 +115,7 @@ class _Strings:
     def spend(self, count: int) -> None:
         self.spent += count
         if self.spent > NAME_BYTES_LIMIT:
-            raise limit(self.path, "NAME_BYTES_LIMIT", NAME_BYTES_LIMIT, "the bytes of names decoded")
+            raise limit(self.path, "NAME_BYTES_LIMIT", NAME_BYTES_LIMIT, "bytes of names decoded")
 
     def text(self, offset: int) -> str:
         found = self._cache.get(offset)
@@ -166,7 +167,7 @@ def _text(raw: bytes) -> str:
 def _spend_record(budget: list[int], path: str) -> None:
     budget[0] -= 1
     if budget[0] < 0:
-        raise limit(path, "VERSION_RECORD_LIMIT", VERSION_RECORD_LIMIT, "the version records")
+        raise limit(path, "VERSION_RECORD_LIMIT", VERSION_RECORD_LIMIT, "version records walked")
 
 
 def _version_needs(data: bytes, count: int, strings: _Strings,
@@ -271,10 +272,19 @@ class _Names:
 def _symbol_names(t: Tables, strings: _Strings) -> _Names:
     cols = _SymbolColumns.unpack(t.dynsym, t.versym)
     exports = cols.exports()
-    offsets = [cols.name[i] for i in exports]
+    offsets = list(map(cols.name.__getitem__, exports))
     # latin-1 str, not bytes: one-byte str compares with memcmp when sorted, which is
     # faster than bytes' generic comparison, and round-trips every byte.
     text = t.dynstr.decode("latin-1")
+    return _Names(cols, exports, _names_by_search(text, offsets, strings))
+
+
+def _names_by_search(text: str, offsets: list[int], strings: _Strings) -> list[str]:
+    """Names by searching for each terminator, in chunks: an over-budget table stops early.
+
+    Each search stops at NAME_LIMIT, and the names found count against NAME_BYTES_LIMIT, so
+    the work is bounded even when every symbol points into one long unterminated string.
+    """
     names: list[str] = []
     find, end_of = text.find, strings.end
     for start in range(0, len(offsets), _NAME_CHUNK):
@@ -284,7 +294,7 @@ def _symbol_names(t: Tables, strings: _Strings) -> _Names:
             ends = [e if e >= 0 else end_of(o) for o, e in zip(chunk, ends, strict=True)]
         strings.spend(sum(map(operator.sub, ends, chunk)))
         names += map(text.__getitem__, map(slice, chunk, ends))
-    return _Names(cols, exports, names)
+    return names
 
 
 def _symbols(
@@ -323,7 +333,9 @@ def _export_table(ordered: list[str], n: _Names, defs: dict[int, str]) -> Export
 
 
 def _first_index(wanted: set[str], n: _Names) -> list[tuple[str, int]]:
-    """The first .dynsym index of each wanted name, in one pass (not a search per name)."""
+    """The first .dynsym index of each wanted name: a C search each for a few, else one pass."""
+    if len(wanted) <= 16:
+        return sorted((name, n.exports[n.export_names.index(name)]) for name in wanted)
     found: dict[str, int] = {}
     for name, index in zip(n.export_names, n.exports, strict=True):
         if name in wanted and name not in found:

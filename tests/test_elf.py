@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import binutils
@@ -171,3 +173,147 @@ def test_truncated_and_not_elf(elf_files: ElfFixtures) -> None:
     with pytest.raises(ElfError) as err:
         scan(elf_files.not_elf)
     assert err.value.code == "elf.not-elf"
+
+
+# --- hostile files: bounded time and memory, every limit named ------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
+import make_elf_corpus  # noqa: E402
+from helpers import elfgen  # noqa: E402
+
+from backend_packager import elf, elftables  # noqa: E402
+
+#: The limit each corpus file that must fail is refused by.
+LIMIT_OF = {
+    "pyinit-100k.so": "PYINIT_LIMIT",
+    "section-count.so": "SECTION_LIMIT",
+    "name-bytes.so": "NAME_BYTES_LIMIT",
+    "unterminated-names.so": "NAME_LIMIT",
+    "dynstr-limit.so": "STRING_TABLE_LIMIT",
+    "verneed-aux-chains.so": "VERSION_RECORD_LIMIT",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, str | None]:
+    return make_elf_corpus.write(tmp_path_factory.mktemp("corpus"))
+
+
+def _outcome(path: Path) -> ElfInfo | ElfError:
+    try:
+        return scan(path)
+    except ElfError as exc:
+        return exc
+
+
+def test_corpus_files_end_as_expected(corpus: dict[Path, str | None]) -> None:
+    for path, expected in corpus.items():
+        outcome = _outcome(path)
+        if expected is None:
+            assert isinstance(outcome, ElfInfo), (path.name, outcome)
+        else:
+            assert isinstance(outcome, ElfError) and outcome.code == expected, (path.name, outcome)
+            if path.name in LIMIT_OF:
+                assert LIMIT_OF[path.name] in outcome.detail, outcome
+
+
+def test_overlapping_notes_are_read_once(corpus: dict[Path, str | None]) -> None:
+    (path,) = [p for p in corpus if p.name == "overlapping-notes.so"]
+    assert scan(path).build_id == bytes(range(20)).hex()
+
+
+def test_version_walks_stop_at_zero_next_and_at_the_section(corpus: dict[Path, str | None]) -> None:
+    by_name = {p.name: p for p in corpus}
+    for name in ("verneed-aux-claims.so", "verneed-count-loop.so"):
+        info = scan(by_name[name])
+        assert [(n.library, n.versions) for n in info.version_needs] == [("libc.so.6", ["GLIBC_2.2.5"])]
+        assert info.glibc == "2.2.5"
+
+
+def test_summarised_exports_keep_every_pyinit(corpus: dict[Path, str | None]) -> None:
+    (path,) = [p for p in corpus if p.name == "exports-summarised.so"]
+    info = scan(path)
+    assert info.exports.count == 50_002 and not info.exports.complete
+    assert [s.name for s in info.exports.symbols] == ["PyInit_a", "PyInit_b"]
+    assert info.python_extension == ["a", "b"]
+
+
+@pytest.mark.parametrize(("limit", "value", "make"), [
+    ("SYMBOL_LIMIT", 10, lambda: elfgen.library([b"s%d" % i for i in range(20)])),
+    ("TABLE_LIMIT", 8, lambda: elfgen.library([b"f"], sections_extra=[
+        elfgen.Section(".dynamic", elfgen.SHT_DYNAMIC, elfgen.dynamic([(elfgen.DT_NEEDED, 1)]), 2, link=2)])),
+    ("NOTE_BYTES_LIMIT", 16, lambda: elfgen.library([b"f"], sections_extra=[
+        elfgen.Section(".note.a", elfgen.SHT_NOTE, elfgen.build_id_note(), 2)])),
+    ("STRING_TABLE_LIMIT", 4, lambda: elfgen.library([b"long_name"])),
+])
+def test_each_limit_is_named_when_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str, value: int,
+                                      make: object) -> None:
+    library = make()  # type: ignore[operator]
+    path = tmp_path / "lib.so"
+    path.write_bytes(elfgen.build(library))
+    assert isinstance(_outcome(path), ElfInfo)  # under the real limits it scans
+    monkeypatch.setattr(elf, limit, value)
+    outcome = _outcome(path)
+    assert isinstance(outcome, ElfError) and outcome.code == "elf.limit", outcome
+    assert limit in outcome.detail
+
+
+def test_version_record_limit_counts_every_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "lib.so"
+    path.write_bytes(make_elf_corpus.verneed_aux_claims(entries=20))
+    assert isinstance(_outcome(path), ElfInfo)
+    monkeypatch.setattr(elftables, "VERSION_RECORD_LIMIT", 39)  # 20 entries + 20 aux records
+    outcome = _outcome(path)
+    assert isinstance(outcome, ElfError) and "VERSION_RECORD_LIMIT" in outcome.detail
+
+
+_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({bound}, {bound}))
+from backend_packager.elf import scan_elf
+for path in sys.argv[1:]:
+    with open(path, "rb") as stream:
+        info = scan_elf(stream, path)
+    print(info.exports.count + len(info.imports))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_memory_bound_holds_at_the_symbol_limit(tmp_path: Path) -> None:
+    """The scan of files at SYMBOL_LIMIT (all imports: the costliest; all exports) fits
+    in MEMORY_BOUND of address space, as the module docstring states."""
+    paths = []
+    for imports in (True, False):
+        path = tmp_path / f"limit-{imports}.so"
+        path.write_bytes(make_elf_corpus.at_symbol_limit(imports))
+        paths.append(str(path))
+    code = _CHILD.format(bound=elf.MEMORY_BOUND)
+    proc = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *counts, peak_kb = map(int, proc.stdout.split())
+    assert counts == [elf.SYMBOL_LIMIT - 1] * 2
+    assert peak_kb * 1024 < elf.MEMORY_BOUND
+
+
+@pytest.mark.triton_wheel
+def test_libtriton_scans_the_same_from_file_and_from_the_wheel(triton_wheel: Path, tmp_path: Path) -> None:
+    """The limits cost nothing on the real library: counts equal nm's, and the streamed
+    scan (planned ranges, spool bounded) equals the scan of the extracted file."""
+    import zipfile
+
+    from backend_packager.artifacts import ArtifactSink, read_into
+
+    member = "triton/_C/libtriton.so"
+    with zipfile.ZipFile(triton_wheel) as archive:
+        lib = Path(archive.extract(member, tmp_path))
+        sink = ArtifactSink(member, member)
+        with archive.open(member) as stream:
+            read_into(sink, stream)  # type: ignore[arg-type]
+    kept = sink.kept
+    streamed = sink.finish()
+    info = scan(lib)
+    assert info.exports.count == len(binutils.nm_defined(lib)) == 137_294
+    assert len(info.imports) == sum(1 for _ in binutils.nm_undefined(lib))
+    assert info.python_extension == ["libtriton"]
+    assert streamed.elf == info
+    assert kept <= elf.SCAN_BYTES_LIMIT
