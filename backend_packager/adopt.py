@@ -36,6 +36,7 @@ directory, which ``migrate`` itself then signs into ``DIR``.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import email.parser
 import hashlib
 import io
@@ -46,7 +47,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -73,8 +74,9 @@ from . import entrypoints, records
 from .artifacts import artifact_from_bytes
 from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
+from .epoch import source_date_epoch
 from .errors import ElfError, InputError
-from .migrate import Outcome, migrate_wheel, plan_migration, source_date_epoch
+from .migrate import Outcome, migrate_wheel, plan_migration
 from .rewrite import check_coverage
 from .signing import SigningKey, seal
 from .wheelfile import WheelContents
@@ -303,45 +305,59 @@ def _is_bytecode(path: str) -> bool:
 
 def _check_all(installed: Installed, rows: list[records.RecordRow],
                jobs: int) -> tuple[list[Checked], list[TrustError]]:
-    """Check each row, biggest first, ``jobs`` at a time (reads and hashing release the GIL)."""
+    """Check each row: ``jobs`` threads hash, biggest file first (reads and hashing release
+    the GIL), while this thread scans each native file as soon as its hash is checked, so the
+    scan of the largest library overlaps hashing the rest."""
     confine = Confinement(installed.site)
     order = sorted(rows, key=lambda r: -(r.size or 0))
-
-    def one(row: records.RecordRow) -> Checked | TrustError:
-        try:
-            return check_file(installed.full(row.path), row, confine)
-        except TrustError as exc:
-            return exc
-
+    checked: list[Checked] = []
+    failed: list[TrustError] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(one, order))
-    return ([r for r in results if isinstance(r, Checked)], [r for r in results if isinstance(r, TrustError)])
+        futures = [pool.submit(hash_file, installed.full(row.path), row, confine) for row in order]
+        for future in as_completed(futures):
+            try:
+                checked.append(describe_file(future.result()))
+            except TrustError as exc:
+                failed.append(exc)
+    return checked, failed
 
 
-def check_file(full: str, row: records.RecordRow, confine: Confinement) -> Checked:
-    """One installed file against its row: confined, regular, RECORD's size, then its sha256;
-    the artifact record (ELF facts when native) from the same open file."""
+@dataclass(frozen=True)
+class Hashed:
+    """A file whose size and sha256 are RECORD's, as it was when hashed."""
+
+    row: records.RecordRow
+    full: str
+    st: os.stat_result
+    head: bytes
+
+
+def hash_file(full: str, row: records.RecordRow, confine: Confinement) -> Hashed:
+    """One installed file against its row: confined, regular, RECORD's size before any read,
+    then its sha256 over exactly that many bytes."""
     assert row.sha256 is not None and row.size is not None
-    try:
-        confine.check(full)
-        fd, st = open_regular(full)
-    except VerifyError as exc:
-        detail = "listed in RECORD but not installed" if exc.code == "verify.missing" else exc.detail
-        raise InstalledError(exc.code.split(".", 1)[1], full, detail) from None
+    fd, st = _open(full, confine)
     try:
         if st.st_size != row.size:
             raise InstalledError("size", full, f"{st.st_size} bytes; RECORD says {row.size}")
         digest, head = _sha256(fd, row.size, full)
-        if digest != row.sha256:
-            raise InstalledError("sha256", full, "sha256 differs from RECORD (the file was changed)")
-        artifact, warning = _describe(fd, row, head, full)
-        if _identity(os.fstat(fd)) != _identity(st):
-            raise InstalledError("changed", full, "changed while it was being checked")
     except OSError as exc:
         raise InstalledError("read", full, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    return Checked(row.path, full, artifact, st.st_mode, st.st_mtime, warning)
+    if digest != row.sha256:
+        raise InstalledError("sha256", full, "sha256 differs from RECORD (the file was changed)")
+    return Hashed(row, full, st, head)
+
+
+def _open(full: str, confine: Confinement | None) -> tuple[int, os.stat_result]:
+    try:
+        if confine is not None:
+            confine.check(full)
+        return open_regular(full)
+    except VerifyError as exc:
+        detail = "listed in RECORD but not installed" if exc.code == "verify.missing" else exc.detail
+        raise InstalledError(exc.code.split(".", 1)[1], full, detail) from None
 
 
 def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
@@ -360,23 +376,36 @@ def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
     return digest.hexdigest(), head
 
 
-def _describe(fd: int, row: records.RecordRow, head: bytes, full: str) -> tuple[Artifact, str | None]:
-    """The artifact record, as the wheel writer makes it: ELF facts for native files (scanned in
-    place, within RECORD's size), or why a native-looking file was listed without them."""
+def describe_file(hashed: Hashed) -> Checked:
+    """The artifact record, as the wheel writer makes it: ELF facts for a native file (scanned
+    in place, within RECORD's size, from the file as hashed), or why a native-looking file was
+    listed without them."""
+    row, full = hashed.row, hashed.full
     assert row.sha256 is not None and row.size is not None
-    plain = Artifact(row.path, row.sha256, row.size)
-    if head[:4] == ELF_MAGIC:
-        try:
-            with open(fd, "rb", closefd=False) as stream:
-                info = scan_elf(stream, full, size=row.size)
-        except ElfError as exc:
-            return plain, f"{full}: not scanned: {exc.detail}"
-        return Artifact(row.path, row.sha256, row.size, elf=info), None
-    if head.startswith(FOREIGN_BINARY):
-        return plain, f"{full}: unsupported binary format (PE or Mach-O): listed, not scanned"
-    if is_shared_library(row.path):
-        return plain, f"{full}: named like a shared library but not ELF: listed, not scanned"
-    return plain, None
+    artifact, warning = Artifact(row.path, row.sha256, row.size), None
+    if hashed.head[:4] == ELF_MAGIC:
+        artifact, warning = _scanned(hashed, artifact)
+    elif hashed.head.startswith(FOREIGN_BINARY):
+        warning = f"{full}: unsupported binary format (PE or Mach-O): listed, not scanned"
+    elif is_shared_library(row.path):
+        warning = f"{full}: named like a shared library but not ELF: listed, not scanned"
+    return Checked(row.path, full, artifact, hashed.st.st_mode, hashed.st.st_mtime, warning)
+
+
+def _scanned(hashed: Hashed, plain: Artifact) -> tuple[Artifact, str | None]:
+    fd, st = _open(hashed.full, None)  # the file confined and hashed, if it is still the same
+    try:
+        if _identity(st) != _identity(hashed.st):
+            raise InstalledError("changed", hashed.full, "changed while it was being checked")
+        with open(fd, "rb", closefd=False) as stream:
+            info = scan_elf(stream, hashed.full, size=plain.size)
+    except ElfError as exc:
+        return plain, f"{hashed.full}: not scanned: {exc.detail}"
+    except OSError as exc:
+        raise InstalledError("read", hashed.full, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return dataclasses.replace(plain, elf=info), None
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
