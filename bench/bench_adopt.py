@@ -1,0 +1,114 @@
+"""``backend-packager adopt`` of an installed triton 3.9.0 against hashing its installed files.
+
+The reference, measured in the same run: sha256 of every file the installed RECORD lists
+with a hash (about 1 GB), read in 1 MiB chunks, one thread, in Python (hashlib), with the
+page cache warm. That is the least any check of the files against RECORD must do.
+``adopt`` does that, plus the ELF scan of the native files, the plan, the signature and the
+writes. Target: ratio <= 1.3 with ``--jobs 1`` (lower with more jobs).
+
+Each adopt run works on a fresh hard-linked copy of the site-packages (adopt replaces the
+files it writes by renaming, so the copy shares every other file's pages), in a child
+process; the best of three runs is kept, as for the reference. Run:
+``python bench/bench_adopt.py`` (installs triton 3.9.0 into a venv), or
+``python bench/bench_adopt.py --installed SITE_PACKAGES`` for a Triton installed there
+(copied first: the installed one is never changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _wheels import fetch_wheel  # noqa: E402
+
+RUNS = 3
+
+
+def install(wheel: Path, root: Path) -> Path:
+    """triton installed by pip into a new venv; returns its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                    "--no-index", str(wheel)], check=True)
+    return next((root / "venv" / "lib").glob("python*/site-packages"))
+
+
+def hash_recorded(site: Path) -> int:
+    """The reference: sha256 of every hashed RECORD row's file. Returns the bytes hashed."""
+    (record,) = site.glob("triton-*.dist-info/RECORD")
+    total = 0
+    with record.open(newline="") as stream:
+        for path, digest, _ in csv.reader(stream):
+            if not digest or path.startswith("../"):  # script wrappers outside site-packages
+                continue
+            h = hashlib.sha256()
+            with (site / path).open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+                    total += len(chunk)
+    return total
+
+
+def adopt(site: Path, key: Path, jobs: int, scratch: Path) -> float:
+    """Seconds of one ``adopt`` child process on a fresh hard-linked copy of ``site``."""
+    copy = scratch / f"site-{time.monotonic_ns()}"
+    subprocess.run(["cp", "-al", str(site), str(copy)], check=True)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "backend_packager", "adopt", "triton", "--site-packages", str(copy),
+                    "--key", str(key), "--jobs", str(jobs), "-q"], check=True)
+    elapsed = time.perf_counter() - start
+    subprocess.run(["rm", "-rf", str(copy)], check=True)
+    return elapsed
+
+
+def best(run: Callable[[], object]) -> float:
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def copy_installed(installed: Path, root: Path) -> Path:
+    """The installed triton's package and .dist-info, copied into a site of their own."""
+    site = root / "site"
+    site.mkdir()
+    for part in [installed / "triton", *installed.glob("triton-*.dist-info")]:
+        subprocess.run(["cp", "-a", str(part), str(site)], check=True)
+    return site
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--installed", type=Path, metavar="SITE_PACKAGES", help="a Triton installed there")
+    parser.add_argument("--jobs", type=int, default=2, help="the second adopt run's --jobs (default: %(default)s)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        site = copy_installed(args.installed, root) if args.installed else install(fetch_wheel("triton==3.9.0"), root)
+        (dist_info,) = site.glob("triton-*.dist-info")
+        key = root / "bench.pem"
+        subprocess.run([sys.executable, "-m", "backend_packager", "keygen", "-o", str(key)], check=True,
+                       stdout=subprocess.DEVNULL)
+        size = hash_recorded(site)  # warms the page cache for everyone
+        t_ref = best(lambda: hash_recorded(site))
+        t_j1 = min(adopt(site, key, 1, root) for _ in range(RUNS))
+        t_jn = min(adopt(site, key, args.jobs, root) for _ in range(RUNS))
+    print(f"installed: {dist_info.name} ({size / 1e6:.0f} MB in the files RECORD hashes)")
+    print(f"sha256 of the installed files (reference) {t_ref:7.2f} s")
+    print(f"adopt --jobs 1   {t_j1:7.2f} s   ratio {t_j1 / t_ref:.2f} (target <= 1.3)")
+    print(f"adopt --jobs {args.jobs}   {t_jn:7.2f} s   ratio {t_jn / t_ref:.2f} (target < jobs 1)")
+
+
+if __name__ == "__main__":
+    main()
