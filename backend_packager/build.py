@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import config as config_mod
 from . import entrypoints
+from .epoch import source_date_epoch
 from .errors import ConfigError, TrustError, WheelError
 
 if TYPE_CHECKING:
@@ -305,16 +306,6 @@ def _check_backend_package(spec: config_mod.BackendSpec, contents: WheelContents
                 f"{config_mod.TABLE}.backends: backend {spec.name!r} names package {spec.package!r}, but the "
                 f"wheel has no {base}/{module}.py (Triton imports {spec.package}.{module})",
             )
-
-
-def source_date_epoch() -> int | None:
-    """SOURCE_DATE_EPOCH (reproducible-builds.org), clipped to 1980-01-01 for zip timestamps."""
-    text = os.environ.get("SOURCE_DATE_EPOCH", "")
-    if not text:
-        return None
-    if not text.isdigit():
-        raise ConfigError("epoch", "SOURCE_DATE_EPOCH", f"expected seconds since 1970 as an integer, found {text!r}")
-    return max(int(text), 315532800)
 
 
 def auditwheel_repair(wheel: Path, out_dir: Path) -> Path:

@@ -22,7 +22,6 @@ GIL); a single wheel uses the same number of threads across its members instead.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from triton_backend_runtime.statement import manifest_from_statement
 from . import assemble, plugininfo
 from .assemble import Injection
 from .entrypoints import DEFAULT_PACKAGE
+from .epoch import source_date_epoch as source_date_epoch  # adopt imports it from here
 from .errors import InputError, TrustError, WheelError, from_os_error
 from .records import Discrepancy
 from .rewrite import rewrite_wheel
@@ -92,11 +92,6 @@ class Options:
 
 
 ByteProgress = Callable[[Path, str, int], None]
-
-
-def source_date_epoch() -> int | None:
-    value = os.environ.get("SOURCE_DATE_EPOCH")
-    return int(value) if value and value.isdigit() else None
 
 
 def expand_inputs(paths: list[Path]) -> list[Path]:
