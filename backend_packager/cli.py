@@ -369,8 +369,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"created {args.directory}: {project.name}, backend {project.backend!r} in package {project.package}")
         for rel in written:
             print(f"  {rel}")
-        print("next: backend-packager keygen -o KEY.pem; BACKEND_PACKAGER_SIGNING_KEY=KEY.pem python -m build "
-              f"{args.directory}")
+        import shlex
+
+        # A relative key path is relative to where the build starts (config.start_directory).
+        print("next: backend-packager keygen -o signing-key.pem && BACKEND_PACKAGER_SIGNING_KEY=signing-key.pem "
+              f"python -m build {shlex.quote(str(args.directory))} (its isolated environment installs "
+              "triton-backend-packager from the index, or from PIP_FIND_LINKS: see the README)")
     return EXIT_OK
 
 
