@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CSRC, ElfFixtures, gcc, patched_copy, run_cli
+from conftest import CSRC, ElfFixtures, gcc, patched_copy
 from helpers.disttree import Dist, TrustEnv, write_dist
 from runtime_wheels import backend_files, write_wheel
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, manifest_digest, plugin_keys
 from triton_backend_runtime.registry import Registry
+from triton_venv import run_cli
 
 from backend_packager import assemble, config, plugininfo
 from backend_packager.artifacts import artifact_from_file
@@ -410,3 +411,135 @@ def test_utlx_38_captured_with_triton_380_and_diagnosed_beside_390(tmp_path: Pat
     with pytest.raises(VerifyError) as caught:  # beside 3.9.0: refused before any dlopen
         check_terms(terms, "3.9.0", "libutlx.so")
     assert caught.value.code == "verify.plugin-triton" and "3.8.0+gitc01b6774" in caught.value.detail
+
+
+# -- in a venv with the real triton 3.9.0 (the runtime through the .pth hook) -----------------------
+
+KERNEL = '''import triton
+
+
+@triton.jit
+def kernel(x):
+    pass
+'''
+
+RUN = '''
+import json, os, triton
+from triton.backends.compiler import GPUTarget
+from triton_backend_runtime import registry
+import kern
+hook = triton.knobs.runtime.add_stages_inspection_hook
+def attempt(call):
+    try:
+        return [call(), None]
+    except Exception as exc:
+        return [None, [type(exc).__name__, getattr(exc, "code", None), str(exc), isinstance(exc, RuntimeError)]]
+key = attempt(lambda: hook()[0] if hook else None)
+src = triton.compiler.ASTSource(kern.kernel, {"x": "*fp32"})
+compiled = attempt(lambda: triton.compile(src, target=GPUTarget("cuda", 80, 32)) and "compiled")
+maps = open("/proc/self/maps").read()
+print(json.dumps({"plugins": registry.get().report()["plugins"], "key": key, "compile": compiled,
+                  "mapped": [n for n in ("libutlx", "libcontract") if n in maps]}))
+'''
+
+
+def run_in_venv(venv: Any, *sites: Path) -> dict[str, Any]:
+    (sites[0] / "kern.py").write_text(KERNEL)
+    done = venv.run(RUN, *sites, TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+def signed_plugin_wheel(venv: Any, so: Path, out: Path, version: str = "1.0", **declared: Any) -> Path:
+    """A wheel of the contract plugin (and a backend, which a build needs), built by the build
+    hook's plan with ``declared`` and signed with the venv's trusted key."""
+    from backend_packager import signing
+
+    wheel = write_wheel(out / "in", "contract-backend", version,
+                        {**backend_files("contract_pkg", "Contract", "contract"), PLUGIN: so.read_bytes()},
+                        backends={"contract": "contract_pkg"})
+    cfg = parse(table(**declared), out)
+
+    def plan(contents: Any) -> Any:
+        return describe_build(contents, cfg, wheel=wheel)
+
+    return rewrite_wheel(wheel, out / "signed", plan, signing.load(venv.key))
+
+
+@pytest.mark.triton_wheel
+def test_utlx_installed_beside_triton_390_is_refused_before_dlopen(venv: Any, tmp_path: Path) -> None:
+    from _wheels import fetch_wheel
+    from runtime_wheels import pip_install
+
+    site38 = tmp_path / "triton38"  # the build environment has triton 3.8.0
+    _members(fetch_wheel("triton==3.8.0"), site38, [LIBTRITON, "triton/__init__.py"])
+    utlx = fetch_wheel("triton-utlx==3.8.0.post16")
+    env = {**os.environ, "PYTHONPATH": str(site38)}
+    exe = Path(sys.executable).parent / "backend-packager"
+    done = subprocess.run([str(exe), "migrate", str(utlx), "-o", str(tmp_path / "out"), "--key", str(venv.key)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    (site := tmp_path / "site").mkdir()
+    pip_install(venv.python, tmp_path / "out" / utlx.name, site)
+    result = run_in_venv(venv, site)
+    (row,) = [p for p in result["plugins"] if p["distribution"] == "triton-utlx"]
+    assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", ""), row
+    # its METADATA requires triton~=3.8.0 too: the distribution's own requirement is the first reason
+    assert row["reason"]["code"] == "verify.triton" and "~=3.8.0" in row["reason"]["message"], row["reason"]
+    assert row["contract"]["built_for"] == "3.8.0+gitc01b6774" and len(row["contract"]["passes"]) == 20
+    assert result["mapped"] == []  # never dlopen'ed
+    doctor = venv.cli("doctor", paths=(site,), TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub)).stdout
+    assert "captured:  uTLXPlugin 3.8.0, built for Triton 3.8.0+gitc01b6774" in doctor
+    assert "declared:  nothing" in doctor
+
+
+@pytest.mark.triton_wheel
+def test_a_required_plugin_that_is_excluded_stops_compilation(venv: Any, libs: Libs, tmp_path: Path) -> None:
+    from runtime_wheels import pip_install
+
+    so = libs.plugin("venv-3.8", "TRITON_VERSION=\"3.8.0\"", libtriton=False)
+    wheel = signed_plugin_wheel(venv, so, tmp_path, triton=">=3.8", **{"on-failure": "fail"})
+    (site := tmp_path / "site").mkdir()
+    pip_install(venv.python, wheel, site)
+    result = run_in_venv(venv, site)
+    (row,) = [p for p in result["plugins"] if p["distribution"] == "contract-backend"]
+    assert (row["state"], row["reason"]["code"]) == ("excluded", "verify.plugin-triton")
+    for attempt in (result["key"], result["compile"]):  # the hook, and triton.compile through it
+        name, code, message, runtime_error = attempt[1]
+        assert (name, code, runtime_error) == ("PluginRequiredError", "load.plugin-required", True)
+        assert "contract" in message and "verify.plugin-triton" in message
+    assert 'on-failure = "fail": compiling raises' in result["stderr"]
+
+
+@pytest.mark.triton_wheel
+def test_the_compile_cache_key_per_plugin(venv: Any, libs: Libs, tmp_path: Path) -> None:
+    from runtime_wheels import pip_install
+
+    runs: list[str] = []
+
+    def key(so: Path, version: str, *extra: Path, **declared: Any) -> str:
+        out = tmp_path / f"run-{len(runs)}"
+        (site := out / "site").mkdir(parents=True)
+        pip_install(venv.python, signed_plugin_wheel(venv, so, out, version, **declared), site)
+        result = run_in_venv(venv, site, *extra)
+        (row,) = [p for p in result["plugins"] if p["distribution"] == "contract-backend"]
+        assert row["state"] == "loaded" and row["handed_over"] == "extend_with", row
+        assert result["key"][1] is None, result["key"]
+        value: str = result["key"][0]
+        runs.append(value)
+        return value
+
+    unrelated = {v: write_wheel(tmp_path / f"unrelated-{v}", "unrelated-tool", v, {"unrelated_tool/__init__.py": b""})
+                 for v in ("1.0", "2.0")}
+    extra = {}
+    for version, wheel in unrelated.items():
+        pip_install(venv.python, wheel, extra.setdefault(version, tmp_path / f"extra-{version}"))
+    v10 = libs.plugin("venv-1.0", libtriton=False)
+    v11 = libs.plugin("venv-1.1", "PLUGIN_VERSION=\"1.1\"", libtriton=False)
+    base = key(v10, "1.0", extra["1.0"])
+    assert key(v10, "1.0", extra["2.0"]) == base  # an unrelated distribution's upgrade: a hit
+    assert key(v11, "1.0", extra["1.0"]) != base  # the plugin's own version: a miss
+    placed = {"passes": [{"name": "contract-lower", "after": "ttgir"}]}
+    assert key(v10, "1.0", extra["1.0"], **placed) != base  # its declared placement: a miss
