@@ -543,3 +543,19 @@ def test_the_compile_cache_key_per_plugin(venv: Any, libs: Libs, tmp_path: Path)
     assert key(v11, "1.0", extra["1.0"]) != base  # the plugin's own version: a miss
     placed = {"passes": [{"name": "contract-lower", "after": "ttgir"}]}
     assert key(v10, "1.0", extra["1.0"], **placed) != base  # its declared placement: a miss
+
+
+def test_python_m_build_stops_on_a_pass_the_example_plugin_does_not_register(tmp_path: Path,
+                                                                              signing_key: Any) -> None:
+    import projects
+
+    project = projects.copy_example("scikit_build_backend", tmp_path / "src")
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text().replace('{ name = "skdemo-fuse-elementwise"', '{ name = "skdemo-inline"')
+    pyproject.write_text(text)
+    done = projects.python_build(project, tmp_path / "dist", "--wheel", env=projects.build_env(signing_key))
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("backend-packager: error:")]
+    assert "'skdemo-inline'" in line and "skdemo_backend/lib/libskdemo_plugin.so" in line, line
+    assert "registers skdemo-lower-to-device, skdemo-fuse-elementwise" in line
+    assert not list((tmp_path / "dist").glob("*.whl"))
