@@ -56,28 +56,25 @@ def cmd_scan(args: argparse.Namespace) -> int:
             "format": JSON_FORMAT,
             "artifacts": [schema.encode(a) for a in result.artifacts],
             "errors": [e.as_dict() for e in result.errors],
+            "warnings": [w.as_dict() for w in result.warnings],
         }
         print(json.dumps(doc, indent=1, sort_keys=True))
     else:
-        _print_scan_table(result.artifacts)
+        _print_scan_table(result.artifacts, result.kinds)
+    for warning in result.warnings:
+        print(f"backend-packager: warning: {warning}", file=sys.stderr)
     for error in result.errors:
         print(f"backend-packager: error: {error}", file=sys.stderr)
     return EXIT_FAILED if result.errors else EXIT_OK
 
 
-def _print_scan_table(artifacts: list[Any]) -> None:
+def _print_scan_table(artifacts: list[Any], kinds: list[str]) -> None:
+    """One row per artifact; ``kinds`` (from scan.kind_of) labels PIE files executables."""
     if not artifacts:
         return
     rows = [("PATH", "ARCH", "EXPORTS", "IMPORTS", "GLIBC", "MANYLINUX", "KIND", "SHA256")]
-    for art in artifacts:
+    for art, kind in zip(artifacts, kinds, strict=True):
         elf = art.elf
-        kind = "data"
-        if elf is not None:
-            kind = "library" if elf.file_type == "DYN" else "executable"
-            if elf.plugin:
-                kind = f"triton-plugin-{elf.plugin.api}"
-            elif elf.python_extension:
-                kind = "python-extension"
         rows.append((
             art.path,
             elf.machine if elf else "-",

@@ -15,16 +15,28 @@ from pathlib import Path
 from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import Artifact
 
-from .artifacts import ArtifactSink, artifact_from_file, read_into
-from .elf import ELF_MAGIC, CaptureMiss
-from .errors import InputError, TrustError, WheelError
+from .artifacts import PLAN_BYTES, ArtifactSink, artifact_from_file, read_into
+from .elf import ELF_MAGIC, CaptureMiss, file_kind, has_interpreter
+from .errors import ElfError, InputError, TrustError, WheelError
 from .wheelfile import ZIP_ERRORS, describe, open_zip
 
 
 @dataclass
 class ScanResult:
+    """Records in input order; ``kinds[i]`` labels ``artifacts[i]``; ``warnings`` name the
+    files listed but not scanned (PE and Mach-O binaries)."""
+
     artifacts: list[Artifact] = field(default_factory=list)
     errors: list[TrustError] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    warnings: list[TrustError] = field(default_factory=list)
+
+
+@dataclass
+class _Listed:
+    artifact: Artifact
+    kind: str
+    warning: TrustError | None = None
 
 
 Progress = Callable[[str], None]
@@ -38,14 +50,47 @@ def scan_paths(paths: list[Path], progress: Progress | None = None) -> ScanResul
             for item in _scan_one(path, progress):
                 if isinstance(item, TrustError):
                     result.errors.append(item)
-                else:
-                    result.artifacts.append(item)
+                    continue
+                result.artifacts.append(item.artifact)
+                result.kinds.append(item.kind)
+                if item.warning is not None:
+                    result.warnings.append(item.warning)
         except TrustError as exc:
             result.errors.append(exc)
     return result
 
 
-def _scan_one(path: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+def kind_of(artifact: Artifact, head: bytes) -> str:
+    """The label ``scan`` shows: plugin, Python extension, library or executable (PIE
+    included: an ET_DYN file with an interpreter), unsupported binary, or data."""
+    info = artifact.elf
+    if info is None:
+        foreign = _foreign_format(head)
+        return f"unsupported ({foreign})" if foreign else "data"
+    if info.plugin:
+        return f"triton-plugin-{info.plugin.api}"
+    if info.python_extension:
+        return "python-extension"
+    return file_kind(info.file_type, has_interpreter(head))
+
+
+def _foreign_format(head: bytes) -> str | None:
+    from .writer import FOREIGN_BINARY  # the wheel writer's list; imported only when needed
+
+    if not head.startswith(FOREIGN_BINARY):
+        return None
+    return "PE" if head.startswith(b"MZ") else "Mach-O"
+
+
+def _listed(artifact: Artifact, head: bytes, display: str) -> _Listed:
+    foreign = _foreign_format(head) if artifact.elf is None else None
+    warning = None
+    if foreign:
+        warning = ElfError("unsupported", display, f"unsupported binary format ({foreign}): listed, not scanned")
+    return _Listed(artifact, kind_of(artifact, head), warning)
+
+
+def _scan_one(path: Path, progress: Progress | None) -> Iterator[_Listed | TrustError]:
     if not path.exists():
         raise InputError("missing", str(path), "no such file or directory")
     if path.is_dir():
@@ -53,35 +98,41 @@ def _scan_one(path: Path, progress: Progress | None) -> Iterator[Artifact | Trus
     elif path.suffix == ".whl":
         yield from _scan_wheel(path, progress)
     else:
-        yield _guard(lambda: artifact_from_file(path, path.name, require_elf=True))
+        yield _scan_file(path, path.name, str(path), require_elf=True)
 
 
-def _guard(make: Callable[[], Artifact]) -> Artifact | TrustError:
+def _scan_file(file: Path, name: str, display: str, *, require_elf: bool) -> _Listed | TrustError:
     try:
-        return make()
+        head = _head(file)
+        foreign = _foreign_format(head) is not None
+        return _listed(artifact_from_file(file, name, require_elf=require_elf and not foreign), head, display)
     except TrustError as exc:
         return exc
+    except OSError as exc:
+        return InputError("unreadable", display, f"cannot read: {exc.strerror or exc}")
 
 
-def _scan_directory(root: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+def _scan_directory(root: Path, progress: Progress | None) -> Iterator[_Listed | TrustError]:
     for file in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         named_so = is_shared_library(file.name)
-        if not named_so and not _starts_with_magic(file):
+        if not named_so and not _is_binary(_head(file, 4)):
             continue
         if progress:
             progress(str(file))
-        try:
-            yield artifact_from_file(file, file.relative_to(root).as_posix(), require_elf=named_so)
-        except TrustError as exc:
-            yield exc
+        yield _scan_file(file, file.relative_to(root).as_posix(), str(file), require_elf=named_so)
 
 
-def _starts_with_magic(file: Path) -> bool:
+def _head(file: Path, size: int = PLAN_BYTES) -> bytes:
+    """The first bytes: the magic number, and the program headers (for PT_INTERP)."""
     with file.open("rb") as stream:
-        return stream.read(4) == ELF_MAGIC
+        return stream.read(size)
 
 
-def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | TrustError]:
+def _is_binary(head: bytes) -> bool:
+    return head[:4] == ELF_MAGIC or _foreign_format(head) is not None
+
+
+def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[_Listed | TrustError]:
     archive = open_zip(wheel, str(wheel))
     with archive:
         for info in sorted(archive.infolist(), key=lambda i: i.filename):
@@ -90,32 +141,34 @@ def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[Artifact | T
             yield from _scan_member(archive, info, f"{wheel}!{info.filename}", progress)
 
 
-def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, named_so: bool, *,
-                   capture: list[tuple[int, int]] | None = None) -> Artifact:
+def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, require_elf: bool, *,
+                   capture: list[tuple[int, int]] | None = None) -> _Listed:
     sink = ArtifactSink(info.filename, display, capture=capture)
     try:
         with archive.open(info) as stream:
             read_into(sink, stream)  # type: ignore[arg-type]
-        return sink.finish(require_elf=named_so)
+        head = sink.prefix
+        return _listed(sink.finish(require_elf=require_elf), head, display)
     finally:
         sink.close()
 
 
 def _scan_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
-) -> Iterator[Artifact | TrustError]:
+) -> Iterator[_Listed | TrustError]:
     named_so = is_shared_library(info.filename)
     try:
         with archive.open(info) as stream:
             head = stream.read(4)
-        if head != ELF_MAGIC and not named_so:
+        if not named_so and not _is_binary(head):
             return
         if progress:
             progress(display)
+        require_elf = named_so and _foreign_format(head) is None
         try:
-            yield _stream_member(archive, info, display, named_so)
+            yield _stream_member(archive, info, display, require_elf)
         except CaptureMiss as miss:
-            yield _stream_member(archive, info, display, named_so, capture=miss.ranges)
+            yield _stream_member(archive, info, display, require_elf, capture=miss.ranges)
     except TrustError as exc:
         yield exc
     except ZIP_ERRORS as exc:
