@@ -559,3 +559,15 @@ def test_python_m_build_stops_on_a_pass_the_example_plugin_does_not_register(tmp
     assert "'skdemo-inline'" in line and "skdemo_backend/lib/libskdemo_plugin.so" in line, line
     assert "registers skdemo-lower-to-device, skdemo-fuse-elementwise" in line
     assert not list((tmp_path / "dist").glob("*.whl"))
+
+
+def test_phase_explicit_is_left_to_the_vendors_code(libs: Libs, env: TrustEnv, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _triton_dist(site, "3.9.0")
+    so, info = info_of(libs, tmp_path, "explicit")
+    installed(site, env, so, "contract-plugin", info, m.PluginContract(phase="explicit"))
+    reg = env.registry(site)
+    (plugin,) = [p for p in reg.plugins if p.dist.name == "contract-plugin"]
+    assert plugin.reason is None and plugin.handed_over.startswith("not loaded here: phase explicit")
+    assert os.environ.get("TRITON_PLUGIN_PATHS", "") == ""

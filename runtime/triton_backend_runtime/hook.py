@@ -43,7 +43,7 @@ from typing import Any
 from . import registry as reg
 from .errors import PolicyError
 from .verdict import reason_of
-from .vocab import LOADED, OFF, PENDING, STRICT
+from .vocab import BAD_STATES, LOADED, OFF, PENDING, STRICT
 
 PATCH_ANCHOR = "backends: dict[str, Backend] = _discover_backends()\n"
 PATCH_BLOCK = '''\
@@ -203,7 +203,9 @@ def _after_load(registry: reg.Registry) -> None:
         for item in items
         if item.dist is not None and item.dist.dist_info in registry.verdicts and item.state == LOADED
     ]
-    admitted = [p for p in registry.plugins if p.state in (LOADED, PENDING)]
+    # admitted: handed over (or about to be), or registered by the vendor's own code (phase explicit)
+    admitted = [p for p in registry.plugins if p.state in (LOADED, PENDING)
+                or (p.terms is not None and p.terms.phase == "explicit" and p.state not in BAD_STATES)]
     required = any(p.required() for p in registry.plugins)  # compiling checks them on every call
     knobs = sys.modules.get("triton.knobs")
     if (used or required) and knobs is not None:
