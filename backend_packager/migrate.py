@@ -22,6 +22,7 @@ GIL); a single wheel uses the same number of threads across its members instead.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -176,7 +177,7 @@ def plan_migration(
         provenance, protocol = previous.provenance, previous.protocol_version
     injection = assemble.describe(
         contents, backends, found.entry_points,
-        requirements=requirements, provenance=dataclasses.replace(provenance, repairs=repairs), epoch=epoch,
+        requirements=requirements, provenance=_repaired(provenance, repairs, outcome.source), epoch=epoch,
         protocol_version=protocol, triton_package=package,
         plugins=plugininfo.migrated_plugins(contents.artifacts, previous.plugins if previous else [], wheel),
     )
@@ -207,6 +208,18 @@ def _repairs(contents: WheelContents, outcome: Outcome, allowed: bool) -> list[m
                          "discrepancy in the manifest's provenance")
     outcome.repaired = True
     return [m.Repair(d.code, d.path, d.detail) for d in found]
+
+
+def _repaired(provenance: m.Provenance, repairs: list[m.Repair], source: Path) -> m.Provenance:
+    """``provenance`` with the repairs; a repaired input's own sha256 too, since its RECORD
+    cannot say what the input was."""
+    if not repairs:
+        return dataclasses.replace(provenance, repairs=[])
+    digest = hashlib.sha256()
+    with source.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return dataclasses.replace(provenance, repairs=repairs, source_sha256=digest.hexdigest())
 
 
 def _triton_package(contents: WheelContents, given: str | None, outcome: Outcome) -> str:

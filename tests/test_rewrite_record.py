@@ -138,8 +138,10 @@ def test_migrated_with_the_flag_from_the_contents(label: str, good: Path, key: K
     assert [(d["code"], d["path"]) for d in outcome["discrepancies"]] == expected
     out = Path(outcome["output"])
     assert out.name == good.name  # the file name's tags are WHEEL's again
-    repairs = manifest_of(out)["provenance"]["repairs"]
+    provenance = manifest_of(out)["provenance"]
+    repairs = provenance["repairs"]
     assert [(r["code"], r["path"]) for r in repairs] == expected
+    assert provenance["source_sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert all(r["detail"] for r in repairs)
     proc = run_cli("verify", str(out), "--trust", str(key.public))
     assert proc.returncode == 0 and proc.stdout.startswith("OK"), proc.stdout
@@ -165,7 +167,8 @@ def test_hash_only_without_a_key_too(good: Path, tmp_path: Path) -> None:
 def test_a_clean_wheel_records_no_repairs(good: Path, key: Keypair, tmp_path: Path) -> None:
     code, outcome, _ = migrate(good, tmp_path, key, "--json", "--rewrite-record")
     assert code == 0 and outcome["discrepancies"] == [] and outcome["repaired"] is False
-    assert manifest_of(tmp_path / good.name)["provenance"]["repairs"] == []
+    provenance = manifest_of(tmp_path / good.name)["provenance"]
+    assert (provenance["repairs"], provenance["source_sha256"]) == ([], None)
 
 
 def test_the_flag_does_not_cover_a_wrong_name_or_version(good: Path, key: Keypair, tmp_path: Path) -> None:
