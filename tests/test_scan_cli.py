@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import ElfFixtures, patched_copy, run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 
 
 def test_scan_directory_json(elf_files: ElfFixtures, tmp_path: Path) -> None:
@@ -64,10 +67,12 @@ def test_scan_wheel_reads_members_without_extracting(elf_files: ElfFixtures, tmp
 def test_missing_path_and_bad_zip(tmp_path: Path) -> None:
     notzip = tmp_path / "broken-1.0-py3-none-any.whl"
     notzip.write_text("no zip here")
-    proc = run_cli("scan", str(tmp_path / "absent.so"), str(notzip))
+    proc = run_cli("scan", "--json", str(tmp_path / "absent.so"), str(notzip))
     assert proc.returncode == 1
-    assert "absent.so: no such file or directory" in proc.stderr
-    assert f"{notzip}: not a readable wheel" in proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert [(e["code"], e["path"]) for e in errors] == [("input.missing", str(tmp_path / "absent.so")),
+                                                        ("wheel.not-zip", str(notzip))]
+    assert len(proc.stderr.splitlines()) == 2 and "Traceback" not in proc.stderr
 
 
 def test_help_and_usage() -> None:
@@ -76,10 +81,10 @@ def test_help_and_usage() -> None:
     assert run_cli("--version").returncode == 0
 
 
-def _stream_scan(path: Path, sparse: bool = True) -> object:
+def _stream_scan(path: Path, sparse: bool = True, capture: list[tuple[int, int]] | None = None) -> object:
     from backend_packager.artifacts import ArtifactSink
 
-    sink = ArtifactSink(path.name, str(path), sparse=sparse)
+    sink = ArtifactSink(path.name, str(path), sparse=sparse, capture=capture)
     data = path.read_bytes()
     for start in range(0, len(data), 4096):  # small chunks: ranges straddle chunk edges
         sink.update(data[start : start + 4096])
@@ -103,9 +108,11 @@ def test_capture_miss_falls_back_to_whole_file(elf_files: ElfFixtures, monkeypat
     from backend_packager.artifacts import artifact_from_file
 
     monkeypatch.setattr(elf, "TAIL_CAPTURE", 0)  # .comment is no longer captured
-    with pytest.raises(elf.CaptureMiss):
+    with pytest.raises(elf.CaptureMiss) as miss:
         _stream_scan(elf_files.exports)
     assert _stream_scan(elf_files.exports, sparse=False) == artifact_from_file(elf_files.exports, "libexports.so")
+    assert _stream_scan(elf_files.exports, capture=miss.value.ranges) == artifact_from_file(elf_files.exports,
+                                                                                             "libexports.so")
     wheel = tmp_path / "demo-1.0-py3-none-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.write(elf_files.exports, "demo/libexports.so")
@@ -113,3 +120,72 @@ def test_capture_miss_falls_back_to_whole_file(elf_files: ElfFixtures, monkeypat
 
     (record,) = scan_paths([wheel]).artifacts
     assert record.elf == artifact_from_file(elf_files.exports, "x").elf
+
+
+def _wheel(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_spool_is_bounded_by_what_the_scan_needs(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    """An ELF member without program headers, behind 64 MiB of zeros (a wheel of 100 KB):
+    the first pass keeps the headers, the second exactly the tables; never the member."""
+    import make_elf_corpus
+
+    from backend_packager.artifacts import ArtifactSink, artifact_from_file
+    from backend_packager.elf import CaptureMiss
+    from backend_packager.scan import scan_paths
+
+    data = make_elf_corpus.no_program_headers(gap=64 << 20)
+    lib = tmp_path / "libgap.so"
+    lib.write_bytes(data)
+    kept = []
+    capture = None
+    for _ in range(2):
+        sink = ArtifactSink(lib.name, lib.name, capture=capture)
+        for start in range(0, len(data), 1 << 20):
+            sink.update(data[start : start + (1 << 20)])
+        kept.append(sink.kept)
+        try:
+            record = sink.finish()
+            break
+        except CaptureMiss as miss:
+            capture = miss.ranges
+    assert len(kept) == 2 and max(kept) < 64 << 10, kept
+    assert record == artifact_from_file(lib, lib.name)
+    wheel = _wheel(tmp_path / "gap-1.0-py3-none-linux_x86_64.whl", {"gap/libgap.so": data})
+    assert wheel.stat().st_size < 1 << 20
+    (scanned,) = scan_paths([wheel]).artifacts
+    assert scanned.elf == record.elf and [i.name for i in scanned.elf.imports] == ["malloc"]
+
+
+def test_pie_is_an_executable_and_foreign_binaries_are_unsupported(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    import subprocess
+
+    src = tmp_path / "tool.c"
+    src.write_text('#include <stdio.h>\nint main(void) { puts("tool"); return 0; }\n')
+    pie = tmp_path / "tool"
+    subprocess.run(["gcc", "-fPIE", "-pie", "-o", str(pie), str(src)], check=True, capture_output=True)
+    assert "DYN" in subprocess.run(["readelf", "-h", str(pie)], capture_output=True, text=True).stdout
+    proc = run_cli("scan", str(pie), str(elf_files.exports))
+    assert proc.returncode == 0, proc.stderr
+    kinds = {line.split()[0]: line.split()[-2] for line in proc.stdout.splitlines()[1:]}
+    assert kinds == {"tool": "executable", "libexports.so": "library"}
+
+    wheel = _wheel(tmp_path / "winonly-1.0-py3-none-win_amd64.whl", {
+        "winonly/native.pyd": b"MZ" + bytes(200), "winonly/libmac.dylib": b"\xcf\xfa\xed\xfe" + bytes(200),
+        "winonly/__init__.py": b"",
+    })
+    proc = run_cli("scan", "--json", str(wheel))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [a["path"] for a in doc["artifacts"]] == ["winonly/libmac.dylib", "winonly/native.pyd"]
+    assert [(w["code"], w["message"]) for w in doc["warnings"]] == [
+        ("elf.unsupported", "unsupported binary format (Mach-O): listed, not scanned"),
+        ("elf.unsupported", "unsupported binary format (PE): listed, not scanned"),
+    ]
+    table = run_cli("scan", str(wheel))
+    assert "unsupported (PE)" in table.stdout and "unsupported (Mach-O)" in table.stdout
+    assert table.stderr.count("warning:") == 2
