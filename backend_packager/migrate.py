@@ -211,10 +211,11 @@ def _repairs(contents: WheelContents, outcome: Outcome, allowed: bool) -> list[m
 
 
 def _repaired(provenance: m.Provenance, repairs: list[m.Repair], source: Path) -> m.Provenance:
-    """``provenance`` with the repairs; a repaired input's own sha256 too, since its RECORD
-    cannot say what the input was."""
+    """``provenance`` with this migration's repairs and the repaired input's own sha256 (its
+    RECORD cannot say what it was); without any, a re-signed wheel keeps the repairs its
+    provenance already records, as it keeps the source they were made from."""
     if not repairs:
-        return dataclasses.replace(provenance, repairs=[])
+        return provenance
     digest = hashlib.sha256()
     with source.open("rb") as stream:
         while chunk := stream.read(1 << 20):

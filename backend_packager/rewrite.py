@@ -85,15 +85,13 @@ def output_name(archive: WheelArchive) -> str:
 
 def check_repairs(contents: WheelContents, injection: Injection, where: Callable[[str], str]) -> None:
     """Input whose RECORD or tags disagree with its contents is signed only when the manifest's
-    provenance records exactly those disagreements (``migrate --rewrite-record``)."""
+    provenance records exactly those disagreements (``migrate --rewrite-record``). A consistent
+    input may carry repairs recorded earlier (a re-signed wheel keeps its provenance)."""
     found = [(d.code, d.path, d.detail) for d in contents.discrepancies]
     recorded = [(r.code, r.path, r.detail) for r in injection.manifest.provenance.repairs]
-    if found == recorded:
+    if not found or found == recorded:
         return
-    first = contents.discrepancies[0] if contents.discrepancies else None
-    if first is None:
-        raise WheelError("repairs", where(manifest_member(contents.dist_info)),
-                         "the planned provenance records repairs the input does not need; not signing it")
+    first = contents.discrepancies[0]
     member = f"{contents.dist_info}/WHEEL" if first.code == "wheel.tags" else first.path
     raise WheelError("record", where(member), f"{first.detail}: the input wheel disagrees with itself "
                      f"({len(found)} discrepancies); not signing it")

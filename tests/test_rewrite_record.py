@@ -210,12 +210,22 @@ def _plan(repairs: list[m.Repair]) -> Callable[[WheelContents], assemble.Injecti
 
 def test_the_rewrite_signs_only_what_the_plan_records(good: Path, tmp_path: Path) -> None:
     """Whatever the plan (the build hook's records nothing), a disagreeing input is not signed
-    unless its provenance lists exactly the discrepancies; nor are repairs made up."""
+    unless its provenance lists exactly the discrepancies."""
     wheel, _ = make_case("hash", good, tmp_path)
-    with pytest.raises(WheelError) as err:
-        rewrite_wheel(wheel, tmp_path / "silent", _plan([]), None)
-    assert err.value.code == "wheel.record" and err.value.path.endswith(f"!{PACKAGE}/compiler.py")
-    assert list((tmp_path / "silent").iterdir()) == []
-    with pytest.raises(WheelError) as err:
-        rewrite_wheel(good, tmp_path / "invented", _plan([m.Repair("record.absent", "x.py", "made up")]), None)
-    assert err.value.code == "wheel.repairs"
+    for label, repairs in (("silent", []), ("other", [m.Repair("record.absent", f"{PACKAGE}/x.py", "made up")])):
+        with pytest.raises(WheelError) as err:
+            rewrite_wheel(wheel, tmp_path / label, _plan(repairs), None)
+        assert err.value.code == "wheel.record" and err.value.path.endswith(f"!{PACKAGE}/compiler.py")
+        assert list((tmp_path / label).iterdir()) == []
+
+
+def test_resigning_keeps_the_recorded_repairs(good: Path, key: Keypair, tmp_path: Path) -> None:
+    """A repaired wheel re-signed later (after auditwheel repair, say) keeps its provenance:
+    the repairs and the sha256 of the input they were made to."""
+    wheel, expected = make_case("all", good, tmp_path)
+    assert migrate(wheel, tmp_path / "first", key, "--rewrite-record")[0] == 0
+    first = manifest_of(tmp_path / "first" / good.name)["provenance"]
+    code, outcome, _ = migrate(tmp_path / "first" / good.name, tmp_path / "again", key, "--json")
+    assert code == 0 and outcome["status"] == "re-signed" and outcome["discrepancies"] == []
+    again = manifest_of(tmp_path / "again" / good.name)["provenance"]
+    assert again == first and [(r["code"], r["path"]) for r in again["repairs"]] == expected
