@@ -229,3 +229,38 @@ def test_resigning_keeps_the_recorded_repairs(good: Path, key: Keypair, tmp_path
     assert code == 0 and outcome["status"] == "re-signed" and outcome["discrepancies"] == []
     again = manifest_of(tmp_path / "again" / good.name)["provenance"]
     assert again == first and [(r["code"], r["path"]) for r in again["repairs"]] == expected
+
+
+def test_discrepancies_are_exactly_the_edits() -> None:
+    """records.discrepancies, over any wheel and any edits to its RECORD: each edited row
+    is reported once, with its code, and nothing else is."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from backend_packager import records
+
+    names = st.lists(st.from_regex(r"[a-z]{1,6}/[a-z]{1,6}\.py", fullmatch=True), min_size=1, max_size=12, unique=True)
+
+    @settings(max_examples=200, deadline=None)
+    @given(names, st.data())
+    def check(paths: list[str], data: st.DataObject) -> None:
+        seen = {p: (hashlib.sha256(p.encode()).hexdigest(), len(p)) for p in paths}
+        record = {p: records.RecordRow(p, sha, size) for p, (sha, size) in seen.items()}
+        expected: dict[str, str] = {}
+        for path in paths:
+            edit = data.draw(st.sampled_from(["none", "hash", "size", "drop"]))
+            if edit == "hash":
+                record[path] = records.RecordRow(path, "0" * 64, seen[path][1])
+            elif edit == "size":
+                record[path] = records.RecordRow(path, seen[path][0], seen[path][1] + 1)
+            elif edit == "drop":
+                del record[path]
+            if edit != "none":
+                expected[path] = "record.unlisted" if edit == "drop" else "record.mismatch"
+        for extra in data.draw(st.lists(st.sampled_from(["x/gone.py", "y/gone.py"]), unique=True)):
+            record[extra] = records.RecordRow(extra, "1" * 64, 1)
+            expected[extra] = "record.absent"
+        found = records.discrepancies(record, seen, set(paths))
+        assert {d.path: d.code for d in found} == expected and len(found) == len(expected)
+
+    check()
