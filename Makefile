@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo story test test-quick lint bench clean wheelhouse
+.PHONY: setup demo story test test-quick lint bench clean wheelhouse fuzz
 
 $(STAMP): pyproject.toml runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ lint: setup
 test: setup lint
 	$(BIN)/pytest -q
 
+# make fuzz [FUZZ_SECONDS=600]: hypothesis fuzz targets in rounds with new seeds, then a report
+# (runs, failing seeds, runs over 10 s, peak memory). make test runs a small slice of each.
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	$(BIN)/python tests/run_fuzz.py --seconds $(FUZZ_SECONDS)
+
 test-quick: setup
 	$(BIN)/pytest -q -m "not triton_wheel"
 
@@ -62,6 +68,7 @@ bench: setup
 	$(BIN)/python bench/bench_scan.py
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_migrate.py
+	$(BIN)/python bench/bench_mirror.py
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_verify.py
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from triton_backend_runtime import manifest as manifest_mod
 from triton_backend_runtime import schema
-from triton_backend_runtime.errors import TrustStoreError
+from triton_backend_runtime.errors import TrustStoreError, printable
 
 from . import __version__
 from .errors import InputError, TrustError, from_os_error
@@ -206,7 +206,7 @@ def _print_outcome(outcome: Any, quiet: bool = False) -> None:
           f"{len(outcome.plugins)} plugins; {signer}; "
           f"{outcome.seconds:.1f}s)")
     for warning in outcome.warnings:
-        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+        print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
@@ -250,7 +250,7 @@ def _print_adoption(outcome: Any, quiet: bool) -> None:
           f"artifacts, {outcome.native} native; signed by {outcome.signed_by[:16]}; wrote "
           f"{', '.join(outcome.written) or 'a wheel'}; {outcome.seconds:.1f}s)")
     for warning in outcome.warnings:
-        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+        print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
@@ -298,7 +298,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
 
 def _print_mirror(run: Any) -> None:
     for warning in run.warnings:
-        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+        print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
     for result in run.results:
         if result.error:
             served = "served unchanged" if result.served else "left out of the index"
@@ -339,7 +339,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         for r in results:
             for finding in r.findings:
-                print(f"FAIL {r.wheel}: {finding.code}: {finding.path}: {finding.message}")
+                print(printable(f"FAIL {r.wheel}: {finding.code}: {finding.path}: {finding.message}"))
             if r.ok:
                 names = ", ".join(_key_label(store, k) for k in r.signers)
                 count = len(r.manifest.artifacts) if r.manifest else 0

@@ -9,13 +9,22 @@ print that line and map the class to an exit code; they never show a traceback f
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal or ``splitlines`` would act on (newlines,
+    escapes, U+2028...) written as a Python escape: one visible line, never a forged one."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class TrustError(Exception):
     """Base class: an error about a specific file or manifest location."""
 
     code_prefix = "error"
 
     def __init__(self, code: str, path: str, detail: str) -> None:
-        super().__init__(f"{path}: {detail}")
+        # The path may be a hostile member name: str() stays one line whatever it holds.
+        super().__init__(printable(f"{path}: {detail}"))
         self.code = f"{self.code_prefix}.{code}"
         self.path = path
         self.detail = detail
