@@ -66,7 +66,7 @@ from triton_backend_runtime.installed import (
     wheel_path_parts,
 )
 from triton_backend_runtime.layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
-from triton_backend_runtime.manifest import Artifact, is_installer_file
+from triton_backend_runtime.manifest import Artifact, ElfInfo, is_installer_file
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
@@ -306,20 +306,57 @@ def _is_bytecode(path: str) -> bool:
 def _check_all(installed: Installed, rows: list[records.RecordRow],
                jobs: int) -> tuple[list[Checked], list[TrustError]]:
     """Check each row: ``jobs`` threads hash, biggest file first (reads and hashing release
-    the GIL), while this thread scans each native file as soon as its hash is checked, so the
-    scan of the largest library overlaps hashing the rest."""
+    the GIL), while this thread scans the native files, biggest first too, so that the scan
+    of the largest library overlaps its own hashing. A scan counts only for the file as hashed."""
     confine = Confinement(installed.site)
     order = sorted(rows, key=lambda r: -(r.size or 0))
     checked: list[Checked] = []
     failed: list[TrustError] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(hash_file, installed.full(row.path), row, confine) for row in order]
+        early = {row.path: _scan_ahead(installed.full(row.path), row, confine) for row in order}
         for future in as_completed(futures):
             try:
-                checked.append(describe_file(future.result()))
+                hashed = future.result()
+                checked.append(describe_file(hashed, early.get(hashed.row.path)))
             except TrustError as exc:
                 failed.append(exc)
     return checked, failed
+
+
+@dataclass(frozen=True)
+class Scan:
+    """An ELF file's facts, or why it could not be scanned, and the file they were read from."""
+
+    st: os.stat_result
+    elf: ElfInfo | None
+    warning: str | None
+
+
+def _scan_ahead(full: str, row: records.RecordRow, confine: Confinement) -> Scan | None:
+    """The scan of a native file, read before its hash is known (an optimisation only: it is
+    used for the file as hashed, else the file is scanned again); None for anything else."""
+    try:
+        fd, st = _open(full, confine)
+    except TrustError:
+        return None  # the hashing thread says why
+    try:
+        if st.st_size != row.size or os.pread(fd, 4, 0) != ELF_MAGIC:
+            return None
+        return _scan_fd(fd, st, full)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _scan_fd(fd: int, st: os.stat_result, full: str) -> Scan:
+    """Scan in place, within the file's size as opened; an ELF error is a warning, not a refusal."""
+    try:
+        with open(fd, "rb", closefd=False) as stream:
+            return Scan(st, scan_elf(stream, full, size=st.st_size), None)
+    except ElfError as exc:
+        return Scan(st, None, f"{full}: not scanned: {exc.detail}")
 
 
 @dataclass(frozen=True)
@@ -376,15 +413,15 @@ def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
     return digest.hexdigest(), head
 
 
-def describe_file(hashed: Hashed) -> Checked:
+def describe_file(hashed: Hashed, early: Scan | None = None) -> Checked:
     """The artifact record, as the wheel writer makes it: ELF facts for a native file (scanned
-    in place, within RECORD's size, from the file as hashed), or why a native-looking file was
-    listed without them."""
+    in place, from the file as hashed), or why a native-looking file was listed without them."""
     row, full = hashed.row, hashed.full
     assert row.sha256 is not None and row.size is not None
     artifact, warning = Artifact(row.path, row.sha256, row.size), None
     if hashed.head[:4] == ELF_MAGIC:
-        artifact, warning = _scanned(hashed, artifact)
+        scan = early if early is not None and _identity(early.st) == _identity(hashed.st) else _rescan(hashed)
+        artifact, warning = dataclasses.replace(artifact, elf=scan.elf), scan.warning
     elif hashed.head.startswith(FOREIGN_BINARY):
         warning = f"{full}: unsupported binary format (PE or Mach-O): listed, not scanned"
     elif is_shared_library(row.path):
@@ -392,20 +429,16 @@ def describe_file(hashed: Hashed) -> Checked:
     return Checked(row.path, full, artifact, hashed.st.st_mode, hashed.st.st_mtime, warning)
 
 
-def _scanned(hashed: Hashed, plain: Artifact) -> tuple[Artifact, str | None]:
+def _rescan(hashed: Hashed) -> Scan:
     fd, st = _open(hashed.full, None)  # the file confined and hashed, if it is still the same
     try:
         if _identity(st) != _identity(hashed.st):
             raise InstalledError("changed", hashed.full, "changed while it was being checked")
-        with open(fd, "rb", closefd=False) as stream:
-            info = scan_elf(stream, hashed.full, size=plain.size)
-    except ElfError as exc:
-        return plain, f"{hashed.full}: not scanned: {exc.detail}"
+        return _scan_fd(fd, st, hashed.full)
     except OSError as exc:
         raise InstalledError("read", hashed.full, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    return dataclasses.replace(plain, elf=info), None
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
