@@ -41,14 +41,16 @@ MAX_DIRECTORY = 64 << 20
 MAX_METADATA_SIZE = 64 << 20
 #: Withdrawn signature files (the spec says tools must not add them); dropped on rewrite.
 WITHDRAWN = ("RECORD.jws", "RECORD.p7s")
-_WHEEL_NAME = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
-)
+#: Most dot-separated parts in a file name's compressed tag sets (expanded, they multiply).
+MAX_TAG_PARTS = 64
 
 
 def normalize_name(name: str) -> str:
-    """PEP 503 normalisation, with ``_`` as wheel file names use it."""
-    return re.sub(r"[-_.]+", "_", name).lower()
+    """PEP 503 normalisation (``packaging.utils.canonicalize_name``), with ``_`` as wheel
+    file names use it (the binary distribution format's escaping)."""
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name).replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -62,16 +64,19 @@ class WheelName:
 
     @classmethod
     def parse(cls, filename: str) -> WheelName:
-        match = _WHEEL_NAME.match(filename)
-        if not match:
-            raise WheelError("filename", filename, "not a wheel file name (name-version-python-abi-platform.whl)")
-        tags = tuple(
-            f"{py}-{abi}-{plat}"
-            for py in match["py"].split(".")
-            for abi in match["abi"].split(".")
-            for plat in match["plat"].split(".")
-        )
-        return cls(match["name"], match["version"], match["build"], tags)
+        """``packaging.utils.parse_wheel_filename`` (the binary distribution format); name and
+        version are kept as the file name spells them, for messages and comparisons."""
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+        parts = filename.removesuffix(".whl").split("-")
+        if len(parts) in (5, 6) and sum(p.count(".") + 1 for p in parts[-3:]) > MAX_TAG_PARTS:
+            raise WheelError("filename", filename, f"more than {MAX_TAG_PARTS} parts in the compressed tag sets")
+        try:
+            _, _, build, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename as exc:
+            raise WheelError("filename", filename, f"not a wheel file name "
+                             f"(name-version[-build]-python-abi-platform.whl): {str(exc).split(':')[0]}") from None
+        return cls(parts[0], parts[1], parts[2] if build else None, tuple(sorted(str(tag) for tag in tags)))
 
 
 @dataclass(frozen=True)
