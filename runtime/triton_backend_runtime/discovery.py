@@ -26,6 +26,13 @@ from dataclasses import dataclass, field
 from .layout import BACKENDS_GROUP as BACKENDS_GROUP
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
+__all__ = [
+    "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
+    "MAX_METADATA_BYTES", "backends_group", "canonical", "core_root", "core_version", "discover",
+    "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes", "read_small_text", "record_row",
+    "record_row_matches",
+]
+
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
 #: The import package of an upstream Triton (vendor releases may rename it).
 DEFAULT_PACKAGE = "triton"

@@ -22,6 +22,11 @@ from . import jsonlimits
 from .errors import SignatureError
 from .trust import TrustStore
 
+__all__ = [
+    "Envelope", "MAX_ENVELOPE_BYTES", "MAX_SIGNATURES", "PAYLOAD_TYPE", "Signature", "Verified", "decode", "encode",
+    "pae", "unverified_payload", "verify",
+]
+
 #: Our own versioned media type; not in-toto's, so no other tool mistakes it for theirs.
 PAYLOAD_TYPE = "application/vnd.triton-backend.statement.v1+json"
 #: Envelopes bigger than this are refused unread (endless-data defence).

@@ -8,6 +8,11 @@ print that line and map the class to an exit code; they never show a traceback f
 
 from __future__ import annotations
 
+__all__ = [
+    "CacheError", "ConflictError", "LoadError", "ManifestError", "PolicyError", "SelectionError", "SignatureError",
+    "TrustError", "TrustStoreError", "VerifyError", "printable",
+]
+
 
 def printable(text: str) -> str:
     """``text`` with every character a terminal or ``splitlines`` would act on (newlines,

@@ -30,6 +30,12 @@ from typing import Any
 from .errors import VerifyError
 from .verdictcache import identity
 
+__all__ = [
+    "CHUNK", "Confinement", "HashCache", "MAX_PATH_CHARS", "MAX_PATH_PARTS", "MAX_WALK_ENTRIES", "check_package_name",
+    "hash_file", "hash_workers", "installed_path", "open_regular", "read_bounded", "regular_stat", "sha256_fd",
+    "walk_files", "wheel_path_parts",
+]
+
 CHUNK = 1 << 20
 #: Longest wheel path accepted, and deepest (deeper is no real package, only a walk to bound).
 MAX_PATH_CHARS = 1024

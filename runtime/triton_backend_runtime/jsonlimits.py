@@ -15,6 +15,8 @@ from typing import Any
 
 from .errors import TrustError
 
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_DIGITS", "loads", "nesting_depth"]
+
 #: Deeper than any manifest, envelope or cache file this package writes (they nest < 10).
 MAX_DEPTH = 32
 #: Digits in one number: more than any size, time or inode this package records.

@@ -7,6 +7,8 @@ without the hot path importing the schema.
 
 import re
 
+__all__ = ["BACKENDS_GROUP", "MANIFEST_FILENAME", "is_shared_library"]
+
 #: The entry-point group Triton reads backends from (``entry_points.txt``).
 BACKENDS_GROUP = "triton.backends"
 #: The signed manifest's file name: a DSSE envelope, a top-level file in ``.dist-info/``

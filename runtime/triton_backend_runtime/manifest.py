@@ -26,6 +26,15 @@ from . import jsonlimits, schema
 from .errors import ManifestError
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
+__all__ = [
+    "Artifact", "Backend", "Build", "COVERAGE_ALL", "COVERAGE_NATIVE", "CaptureFailure", "Coverage",
+    "EXPORT_LIST_LIMIT", "ElfInfo", "ExportTable", "INSTALLER_FILES", "Import", "MANIFEST_FILENAME",
+    "MAX_MANIFEST_BYTES", "Manifest", "OnFailure", "PLUGIN_V1_SYMBOLS", "PLUGIN_V2_SYMBOL", "PROTOCOL_VERSION",
+    "PassPlacement", "Phase", "Plugin", "PluginApi", "PluginContract", "PluginDialect", "PluginInfo", "PluginPass",
+    "Provenance", "Repair", "Requirements", "SCHEMA_MAJOR", "SCHEMA_MINOR", "SCHEMA_URI", "SCHEMA_VERSION", "Symbol",
+    "VersionNeed", "check_version", "from_json", "from_value", "is_installer_file", "json_schema", "to_json",
+]
+
 SCHEMA_MAJOR = 1
 #: 1.1 added ``Manifest.coverage``: "all" when every file of the wheel is an artifact.
 #: 1.2 added ``Plugin.info`` (what ``tritonGetPluginInfo`` returned at build time) and

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 
 from .errors import ManifestError
 
+__all__ = ["Decoder", "T", "decode", "encode", "json_schema"]
+
 T = TypeVar("T")
 
 _HINTS: dict[tuple[type, bool], dict[str, Any]] = {}

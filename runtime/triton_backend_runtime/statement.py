@@ -16,6 +16,8 @@ from . import jsonlimits, schema
 from . import manifest as m
 from .errors import ManifestError
 
+__all__ = ["STATEMENT_TYPE", "load", "manifest_from_statement", "manifest_of", "statement_bytes"]
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
