@@ -1,29 +1,53 @@
 #!/usr/bin/env bash
-# On a GPU machine with torch + triton installed and no package index: sign the installed
-# Triton, trust the key, and run a kernel through the registry under strict; then flip a byte.
-# WHEELS holds cp312 wheels of cryptography, cffi, pycparser, pyelftools (pip download here).
-set -e
+# On a GPU machine whose Triton came preinstalled, with no package index: adopt the installed
+# Triton in place (every file checked against its RECORD first), trust the key, install the
+# import hook, and run one Triton kernel and one torch.compile function under
+# TRITON_BACKEND_POLICY=strict. Then flip one byte of the installed libtriton.so and show
+# strict refusing it; the byte is flipped back and the hook removed on exit.
+# WHEELS holds this project's two wheels (pure Python), and in WHEELS/deps the wheels of
+# cryptography (with cffi, pycparser) and packaging, used only where they are not installed:
+#   python -m pip wheel --no-deps -w build/gpu . ./runtime
+#   python -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#       -d build/gpu/deps cryptography packaging
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-WHEELS=${WHEELS:-.devrun/whl}
-HERE=examples/gpu_smoke
+WHEELS=${WHEELS:-build/gpu}
 OUT=${OUT:-/tmp/gpu_smoke_out}
+HERE=examples/gpu_smoke
+WORK=$(mktemp -d)
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
-export PYTHONPATH=/tmp/site:$PWD/runtime:$PWD
-rm -rf /tmp/w /tmp/signed /tmp/k /tmp/tsite && mkdir -p /tmp/w /tmp/signed /tmp/k
-WHEEL=$(python3 $HERE/repack_installed.py triton /tmp/w)
-echo "repacked: $WHEEL $(du -h $WHEEL | cut -f1)"
-python3 -m backend_packager keygen -o /tmp/k/platform.pem --comment "gpu platform team"
-time python3 -m backend_packager migrate "$WHEEL" -o /tmp/signed --key /tmp/k/platform.pem --jobs 8
-python3 -m backend_packager verify /tmp/signed/*.whl --trust /tmp/k/platform.pub
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/tsite /tmp/signed/*.whl
-export PYTHONPATH=/tmp/tsite:$PYTHONPATH TRITON_BACKEND_TRUSTED_KEYS=/tmp/k/platform.pub
-python3 -m triton_backend_runtime hook install
-TRITON_BACKEND_POLICY=strict python3 -m triton_backend_runtime doctor | tee $OUT/doctor_strict.txt || true
-TRITON_BACKEND_POLICY=strict python3 $HERE/smoke.py 2>$OUT/strict_verified.err | tee $OUT/strict_verified.json
-echo "flip one byte in the installed libtriton.so (same size):"
-LIB=/tmp/tsite/triton/_C/libtriton.so
-python3 -c "import sys; p=sys.argv[1]; f=open(p,'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); f.write(bytes([b[0]^1]))" $LIB
-TRITON_BACKEND_POLICY=strict python3 $HERE/smoke.py 2>$OUT/strict_tampered.err | tee $OUT/strict_tampered.json
-python3 -m triton_backend_runtime hook uninstall
+install() { python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$WORK/tools" "$@" || exit 2; }
+install "$WHEELS"/*.whl
+export PYTHONPATH=$WORK/tools
+python3 -c "import cryptography" 2>/dev/null || install "$WHEELS"/deps/{cryptography,cffi,pycparser}-*.whl
+python3 -c "import packaging" 2>/dev/null || install "$WHEELS"/deps/packaging-*.whl
+run() { echo; echo "\$ $*"; "$@"; echo "(exit $?)"; }
+flip() { python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); f.write(bytes([b[0]^1]))" "$1"; }
+
+SITE=$(python3 -c "import importlib.util, os; print(os.path.dirname(os.path.dirname(importlib.util.find_spec('triton').origin)))")
+LIB=$SITE/triton/_C/libtriton.so
+FLIPPED=0
+cleanup() {
+    [ "$FLIPPED" = 1 ] && flip "$LIB" && echo "libtriton.so restored"
+    python3 -m triton_backend_runtime hook uninstall
+}
+trap cleanup EXIT
+
+run python3 -c "import sys, importlib.metadata as md; print(sys.version.split()[0], 'torch', md.version('torch'), 'triton', md.version('triton'))"
+run nvidia-smi -L
+echo "site-packages: $SITE"
+# Measured first, on a copy (the installed Triton is never changed by the benchmark).
+run python3 bench/bench_adopt.py --installed "$SITE" --jobs 8 | tee "$OUT/bench_adopt.txt"
+run python3 -m backend_packager keygen -o "$WORK/keys/platform.pem" --comment "gpu platform team"
+run python3 -m backend_packager adopt triton --site-packages "$SITE" --key "$WORK/keys/platform.pem" --jobs 8
+run python3 -m triton_backend_runtime trust add "$WORK/keys/platform.pub"
+run python3 -m triton_backend_runtime hook install
+run env TRITON_BACKEND_POLICY=strict python3 -m triton_backend_runtime doctor | tee "$OUT/doctor_strict.txt"
+run env TRITON_BACKEND_POLICY=strict python3 $HERE/smoke.py | tee "$OUT/smoke_strict.json"
+
+echo; echo "flip one byte of the installed libtriton.so (same size):"
+flip "$LIB" && FLIPPED=1
+run env TRITON_BACKEND_POLICY=strict python3 -m triton_backend_runtime doctor | tee "$OUT/doctor_strict_tampered.txt"
+echo; echo "\$ TRITON_BACKEND_POLICY=strict python3 -c 'import triton'"
+TRITON_BACKEND_POLICY=strict python3 -c "import triton" 2>&1 | tail -1 || true  # refused, as it should be
