@@ -13,10 +13,14 @@ One run, under an exclusive lock on ``OUTDIR/.mirror.lock``:
    or served unchanged with ``pass_through``;
 3. write the index (:mod:`backend_packager.simpleindex`) after every wheel it names is in
    place, project pages before the root page, each page atomically and only when its bytes
-   change; remove outputs whose inputs are gone; write the state last.
+   change; remove outputs whose inputs are gone; write the state last. An output that
+   replaces a file the index already names (same file name, new bytes: a changed input, a
+   new key) waits in staging until an index without that file is written, then is renamed
+   into place, then the index names it with its new sha256.
 
-Killed at any point, the index only names complete files (wheels are renamed into place
-before a page names them), and the next run redoes whatever the state does not record.
+Killed at any point, every file the index names is complete and has the sha256 the index
+gives (wheels are renamed into place before a page names them), and the next run redoes
+whatever the state does not record.
 The state file is input like any other: read bounded, every field checked, and a bad one
 ignored with a warning (everything is then redone).
 """
@@ -31,6 +35,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -259,6 +264,8 @@ def _confined(base: Path, href: str, root: Path) -> Path:
     target = (base / unquote(parts.path)).resolve()
     if root not in target.parents:
         raise MirrorError("source", where, f"the link leaves the source tree {root}")
+    if target.name != unquote(parts.path).rsplit("/", 1)[-1]:
+        raise MirrorError("source", where, f"the link names a symlink to {target.name}: mirror files by their own name")
     if not target.is_file():
         raise MirrorError("source", where, "the link names no regular file")
     return target
@@ -410,6 +417,9 @@ class _Context:
     pass_through: bool
     hooks: Hooks
     previous: State | None
+    #: Outputs that replace a file the current index names, moved only once it names them no more.
+    deferred: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def mirror(
@@ -435,6 +445,10 @@ def mirror(
             hooks.start([s.path for s in sources])
         results = _work(sources, ctx, jobs) + duplicates + failures
         entries = {r.entry.filename: r.entry for r in results if r.entry is not None}
+        if ctx.deferred:
+            _publish(outdir, {name: e for name, e in entries.items() if name not in ctx.deferred})
+            for name in ctx.deferred:
+                os.replace(staging / name, outdir / name)
         _publish(outdir, entries)
         _remove_orphans(outdir, previous, entries)
         state = State(__version__, key.public.keyid, entries)
@@ -585,28 +599,37 @@ def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], s
     copy the input through; a failure is served as it is only with ``pass_through``."""
     from .migrate import migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
 
-    staging = ctx.staging / source.filename
+    staged = ctx.staging / source.filename
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress)
     entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, MIGRATED, True, None, [],
                   ctx.key.public.keyid, outcome.backends, outcome.plugins)
-    target = ctx.outdir / source.filename
     if outcome.error is not None:
         entry.kind, entry.error, entry.served = FAILED, outcome.error.as_dict(), ctx.pass_through
         entry.backends, entry.plugins = [], []
-        if ctx.pass_through:
-            _copy_through(source, target, entry)
     elif not outcome.backends and not outcome.plugins:
         entry.kind = COPIED
-        _copy_through(source, target, entry)
-    else:
-        entry.output_sha256 = _sha256_of(staging)
-        os.replace(staging, target)
-        entry.output_stat = _output_stat(target)
-    with contextlib.suppress(FileNotFoundError):
-        staging.unlink()
+    if entry.kind == MIGRATED:
+        entry.output_sha256 = _sha256_of(staged)
+    elif entry.served:
+        _copy_through(source, staged, entry)
+    if entry.served:
+        entry.output_stat = _output_stat(staged)  # a rename keeps size and mtime
+        _place(entry.filename, ctx)
     status = {MIGRATED: MIGRATED, COPIED: COPIED, FAILED: FAILED}[entry.kind]
     return Result(source.filename, str(source.path), status, entry.served, entry, entry.error,
                   warnings=outcome.warnings)
+
+
+def _place(filename: str, ctx: _Context) -> None:
+    """Move a staged output into OUTDIR now when the index does not name that file yet; else
+    later, between an index without it and the index with its new sha256 (pip never meets a
+    file whose hash is not the one its index page names)."""
+    previous = ctx.previous.entries.get(filename) if ctx.previous else None
+    if previous is not None and previous.served:
+        with ctx.lock:
+            ctx.deferred.append(filename)
+    else:
+        os.replace(ctx.staging / filename, ctx.outdir / filename)
 
 
 def _copy_through(source: Source, target: Path, entry: Entry) -> None:
@@ -620,7 +643,6 @@ def _copy_through(source: Source, target: Path, entry: Entry) -> None:
         if digest.hexdigest() != entry.sha256:
             raise MirrorError("source-changed", str(source.path), "the file changed while it was mirrored")
     entry.output_sha256 = entry.sha256
-    entry.output_stat = _output_stat(target)
 
 
 # --- publishing ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -362,6 +363,40 @@ def test_leftovers_of_a_killed_run_are_removed(src: Path, keys: tuple, tmp_path:
         path.write_bytes(b"half")
     run_mirror(src, out, keys[0])
     assert not any(p.exists() for p in leftovers)
+
+
+def assert_index_consistent(out: Path) -> None:
+    """Every file every page names is in OUTDIR with the sha256 the page gives."""
+    for page in (out / "simple").glob("*/index.json"):
+        for name, digest in index_files(out, page.parent.name).items():
+            assert sha(out / name) == digest, name
+
+
+def test_killed_while_replacing_a_served_wheel(src: Path, wheels: dict[str, Path], keys: tuple,
+                                               tmp_path: Path) -> None:
+    """kill -9 after a changed wheel (same file name, new bytes) is migrated: the index still
+    names the old file with its own sha256, and the next run finishes the job."""
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    name = wheels["backend"].name
+    rezip(wheels["backend"], src / name, lambda m: m.update({"legacy_ep_backend/extra.py": b"X = 2\n"}))
+    code = (
+        "import os, signal, sys\nfrom pathlib import Path\nfrom backend_packager import mirror, signing\n"
+        "def done(path, result):\n"
+        f"    if result.filename == {name!r}:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"mirror.mirror([Path({str(src)!r})], Path({str(out)!r}), signing.load(Path({str(keys[0].private)!r})), "
+        "hooks=mirror.Hooks(done=done))\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert_index_consistent(out)
+    _, doc, _ = run_mirror(src, out, keys[0])
+    assert statuses(doc)[name] == "migrated"
+    assert_index_consistent(out)
+    with zipfile.ZipFile(out / name) as archive:
+        assert "legacy_ep_backend/extra.py" in archive.namelist()
+    assert not (out / mirror.STAGING_DIR).exists()
 
 
 def test_usage_errors_exit_2(src: Path, keys: tuple, tmp_path: Path) -> None:
