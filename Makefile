@@ -68,6 +68,7 @@ bench: setup
 	$(BIN)/python bench/bench_scan.py
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_migrate.py
+	$(BIN)/python bench/bench_adopt.py
 	$(BIN)/python bench/bench_mirror.py
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_verify.py
