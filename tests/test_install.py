@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,10 @@ def test_wheelhouse_holds_both_distributions_and_twine_passes(wheelhouse: Path) 
         "triton_backend_packager-0.1.0-py3-none-any.whl", "triton_backend_packager-0.1.0.tar.gz",
         "triton_backend_runtime-0.1.0-py3-none-any.whl", "triton_backend_runtime-0.1.0.tar.gz",
     ]
+    for wheel, package in (("triton_backend_packager", "backend_packager"),
+                           ("triton_backend_runtime", "triton_backend_runtime")):
+        with zipfile.ZipFile(wheelhouse / f"{wheel}-0.1.0-py3-none-any.whl") as archive:
+            assert f"{package}/py.typed" in archive.namelist()
     twine = Path(sys.executable).parent / "twine"
     result = subprocess.run([str(twine), "check", "--strict", *map(str, sorted(wheelhouse.iterdir()))],
                             capture_output=True, text=True)
@@ -117,7 +122,7 @@ def test_isolated_vendor_build_as_init_says(tmp_path: Path, wheelhouse: Path) ->
     env.pop("BACKEND_PACKAGER_SIGNING_KEY", None)
     result = subprocess.run(["bash", "-c", f"cd {start} && {commands}"], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "isolated environment" in result.stdout
+    assert "Creating isolated environment" in result.stdout + result.stderr
     (wheel,) = (start / "vendor" / "dist").glob("*.whl")
     (public,) = start.glob("*.pub")
     check = run_cli("verify", str(wheel), "--trust", str(public))

@@ -1,0 +1,115 @@
+"""How the two packages are cut, checked on their sources (issue 12, item 5).
+
+- No import cycles: none among module-level imports in either package, and none at all
+  (lazy imports inside functions included) on the build side, whose pipeline runs one way
+  (scan -> manifest -> sign -> write).
+- The runtime (imported by ``import triton``) never imports the packager.
+- The packager imports from a runtime module only what that module's ``__all__`` declares.
+- Both packages ship ``py.typed``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"backend_packager": ROOT / "backend_packager",
+            "triton_backend_runtime": ROOT / "runtime" / "triton_backend_runtime"}
+
+
+def imports(source: Path, package: str, *, lazy: bool) -> set[str]:
+    """The modules of ``package`` that ``source`` imports (module level, or anywhere)."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    nodes = list(ast.walk(tree)) if lazy else tree.body
+    found: set[str] = set()
+    for node in nodes:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        elif node.module == package:
+            found |= {a.name for a in node.names}
+        elif node.module and node.module.startswith(f"{package}."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def graph(package: str, *, lazy: bool) -> dict[str, set[str]]:
+    directory = PACKAGES[package]
+    modules = {p.stem for p in directory.glob("*.py")}
+    return {p.stem: (imports(p, package, lazy=lazy) & modules) - {p.stem} for p in directory.glob("*.py")}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for succ in sorted(edges[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycles_are_found() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_cycle_among_module_level_imports(package: str) -> None:
+    assert cycles(graph(package, lazy=False)) == []
+
+
+def test_the_build_side_has_no_cycle_even_through_lazy_imports() -> None:
+    assert cycles(graph("backend_packager", lazy=True)) == []
+
+
+def test_the_runtime_never_imports_the_packager() -> None:
+    for source in PACKAGES["triton_backend_runtime"].glob("*.py"):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {n for n in names if n.split(".")[0] == "backend_packager"}, source.name
+
+
+def test_the_packager_imports_only_what_the_runtime_declares() -> None:
+    undeclared = []
+    for source in sorted(PACKAGES["backend_packager"].glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("triton_backend_runtime.")):
+                continue
+            declared = set(getattr(importlib.import_module(node.module), "__all__", ()))
+            undeclared += [f"{source.name}: {node.module}.{a.name}" for a in node.names if a.name not in declared]
+    assert undeclared == []
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_py_typed(package: str) -> None:
+    assert (PACKAGES[package] / "py.typed").is_file()
