@@ -35,6 +35,9 @@ SPOOL_IN_MEMORY = 16 << 20
 PLAN_BYTES = 64 << 10
 #: Files at least this big are hashed in a thread beside the scan.
 HASH_IN_THREAD = 1 << 20
+#: Bytes per read in that thread. Large: each read and each hash update gives up the GIL
+#: and must wait for it back (up to the 5 ms switch interval) while the scan holds it.
+HASH_CHUNK = 16 << 20
 
 Range = tuple[int, int]
 
@@ -238,7 +241,7 @@ class _Hasher:
     def _run(self) -> None:
         offset = 0
         try:
-            while chunk := os.pread(self._fd, CHUNK, offset):
+            while chunk := os.pread(self._fd, HASH_CHUNK, offset):
                 self._hash.update(chunk)
                 offset += len(chunk)
         except OSError as exc:

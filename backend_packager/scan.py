@@ -7,10 +7,10 @@ stops the others; every problem is collected as a :class:`TrustError` naming the
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import Artifact
@@ -18,7 +18,9 @@ from triton_backend_runtime.manifest import Artifact
 from .artifacts import PLAN_BYTES, ArtifactSink, artifact_from_file, read_into
 from .elf import ELF_MAGIC, CaptureMiss, file_kind, has_interpreter
 from .errors import ElfError, InputError, TrustError, WheelError
-from .wheelfile import ZIP_ERRORS, describe, open_zip
+
+if TYPE_CHECKING:
+    import zipfile
 
 
 @dataclass
@@ -133,6 +135,9 @@ def _is_binary(head: bytes) -> bool:
 
 
 def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[_Listed | TrustError]:
+    # Imported here: scanning a .so file needs none of the zip machinery (start-up time).
+    from .wheelfile import open_zip
+
     archive = open_zip(wheel, str(wheel))
     with archive:
         for info in sorted(archive.infolist(), key=lambda i: i.filename):
@@ -156,6 +161,8 @@ def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str
 def _scan_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
 ) -> Iterator[_Listed | TrustError]:
+    from .wheelfile import ZIP_ERRORS, describe
+
     named_so = is_shared_library(info.filename)
     try:
         with archive.open(info) as stream:
