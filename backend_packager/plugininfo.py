@@ -201,6 +201,8 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
     except _NoLibtriton as exc:
         return _failed("no-libtriton", str(exc))
     info = _call(plugin, libdirs, tmp, limits)
+    if info.reason:  # the same wheel gives the same manifest: no temporary path in it
+        info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
     if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
         info.libtriton = source.libtriton if source.libtriton != BUILD_ENVIRONMENT else (
             f"{BUILD_ENVIRONMENT}: {source.env_libtriton}")

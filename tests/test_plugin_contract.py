@@ -140,6 +140,9 @@ def test_not_captured_says_why(variant: str, code: str, libs: Libs, elf_files: E
     assert info.name is None and info.passes == [] and info.triton_version is None  # never guessed
     if variant == "api3":
         assert info.api_version == 3
+    assert info.reason is not None and "backend-packager-plugin-" not in info.reason  # reproducible
+    if variant == "unresolved":
+        assert f"{PLUGIN}: undefined symbol: tritonStubAbi" in info.reason
     assert leftovers() == []
 
 
