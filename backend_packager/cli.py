@@ -308,11 +308,10 @@ def _print_mirror(run: Any) -> None:
             backends = ", ".join(result.entry.backends) or "none"
             print(f"{result.status:<9} {result.filename} (backends: {backends}; "
                   f"{len(result.entry.plugins)} plugins; {result.seconds:.1f}s)")
-    counts = run.counts()
-    print(f"\n{'STATUS':<10}WHEELS")
-    for status, count in counts.items():
-        print(f"{status:<10}{count}")
     print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16]})")
+    print(f"\n{'STATUS':<10}WHEELS")
+    for status, count in run.counts().items():
+        print(f"{status:<10}{count}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

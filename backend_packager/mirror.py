@@ -621,11 +621,10 @@ def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], s
 
 
 def _place(filename: str, ctx: _Context) -> None:
-    """Move a staged output into OUTDIR now when the index does not name that file yet; else
-    later, between an index without it and the index with its new sha256 (pip never meets a
-    file whose hash is not the one its index page names)."""
-    previous = ctx.previous.entries.get(filename) if ctx.previous else None
-    if previous is not None and previous.served:
+    """Move a staged output into OUTDIR now when no file of that name is there; else later,
+    between an index without it and the index with its new sha256 (pip never meets a file
+    whose hash is not the one its index page names)."""
+    if os.path.lexists(ctx.outdir / filename):  # served by the last run, or by one whose state was lost
         with ctx.lock:
             ctx.deferred.append(filename)
     else:

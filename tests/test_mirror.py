@@ -149,7 +149,7 @@ def test_plain_output_ends_with_the_summary_table(src: Path, keys: tuple, tmp_pa
     proc = run_cli("mirror", str(src), "-o", str(tmp_path / "out"), "--key", str(keys[0].private))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert lines[-6:-1] == ["STATUS    WHEELS", "migrated  1", "unchanged 0", "copied    1", "failed    1"]
+    assert lines[-5:] == ["STATUS    WHEELS", "migrated  1", "unchanged 0", "copied    1", "failed    1"]
     assert any(line.startswith("failed    broken_backend-0.1-py3-none-any.whl: wheel.not-zip: ") for line in lines)
 
 
@@ -309,7 +309,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=st.fixed_dictionaries({"format": st.just(1), "tool": st.text(max_size=5), "keyid": st.none(),
                                   "entries": st.dictionaries(st.text(max_size=60), json_values, max_size=3)}),
        extra=json_values)
