@@ -169,7 +169,10 @@ def read_installed(site: Path, name: str) -> Installed:
     """The one ``.dist-info`` for ``name`` in ``site`` (PEP 503 names), its metadata read within bounds."""
     dist_info = _locate(site, name)
     full = os.path.join(site, dist_info)
-    Confinement(str(site)).check(os.path.join(full, "RECORD"))
+    try:
+        Confinement(str(site)).check(os.path.join(full, "RECORD"))
+    except VerifyError as exc:
+        raise InstalledError("path", full, exc.detail) from None
     metadata = _headers(full, "METADATA", ("Name", "Version"))
     if canonicalize_name(metadata["Name"]) != canonicalize_name(name):
         raise InstalledError("metadata", os.path.join(full, "METADATA"), f"names {metadata['Name']!r}, not {name!r}")
