@@ -127,8 +127,10 @@ def test_plugin_library_reports_itself(triton_venv: Path) -> None:
     code = """
 import ctypes, json, skdemo_backend
 lib = ctypes.CDLL(str(skdemo_backend.plugin_path()))
-lib.tritonGetPluginInfo.restype = ctypes.POINTER(ctypes.c_char_p * 2)
-name, version = lib.tritonGetPluginInfo().contents
-print(json.dumps([name.decode(), version.decode()]))
+class Head(ctypes.Structure):  # the start of PluginInfo (triton/Tools/PluginUtils.h)
+    _fields_ = [("api", ctypes.c_uint32), ("name", ctypes.c_char_p), ("version", ctypes.c_char_p)]
+lib.tritonGetPluginInfo.restype = ctypes.POINTER(Head)
+head = lib.tritonGetPluginInfo().contents
+print(json.dumps([head.api, head.name.decode(), head.version.decode()]))
 """
-    assert run_in(triton_venv, code) == ["skdemo", "0.1.0"]
+    assert run_in(triton_venv, code) == [2, "skdemo", "0.1.0"]
