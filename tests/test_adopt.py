@@ -217,6 +217,16 @@ def test_tampered_install_is_refused_and_listed(case: str, site: Path, trust: Tr
     assert wheel.returncode == 1 and not list((tmp_path / "out").glob("*"))
 
 
+def test_dist_info_symlinked_out_of_site_packages_is_refused(site: Path, trust: TrustEnv) -> None:
+    outside = site.parents[3] / "dist-info-elsewhere"
+    shutil.move(site / DIST_INFO, outside)
+    (site / DIST_INFO).symlink_to(outside, target_is_directory=True)
+    before = snapshot(outside)
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert code == 1 and doc["distributions"][0]["error"]["code"] == "installed.path"
+    assert snapshot(outside) == before
+
+
 def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
     from test_migrate import assert_strict_zip, assert_vouches_for_every_file, entry_points_of
 
