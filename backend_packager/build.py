@@ -155,7 +155,9 @@ def inject_entry_points(dist_info: Path, cfg: config_mod.Config) -> None:
     """Merge the configured ``[triton.backends]`` into ``dist_info/entry_points.txt``."""
     file = dist_info / "entry_points.txt"
     existing = entrypoints.parse(file.read_text(encoding="utf-8"), str(file)) if file.exists() else {}
-    file.write_text(entrypoints.render(entry_points_for(existing, cfg)), encoding="utf-8")
+    from .fsutil import atomic_write
+
+    atomic_write(file, entrypoints.render(entry_points_for(existing, cfg)).encode("utf-8"))
 
 
 def entry_points_for(existing: entrypoints.EntryPoints, cfg: config_mod.Config) -> entrypoints.EntryPoints:
