@@ -205,8 +205,23 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
         info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
     if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
         info.libtriton = source.libtriton if source.libtriton != BUILD_ENVIRONMENT else (
-            f"{BUILD_ENVIRONMENT}: {source.env_libtriton}")
+            f"{BUILD_ENVIRONMENT}: triton {_environment_version(source.env_libtriton)}")
     return info
+
+
+def _environment_version(libtriton: Path | None) -> str:
+    """The build environment's ``triton.__version__``, read from its ``__init__.py`` (a
+    signed manifest names the release, not a path on the packager's machine)."""
+    import re
+
+    init = libtriton.parent.parent / "__init__.py" if libtriton else None
+    try:
+        with open(init or "", "rb") as stream:
+            head = stream.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return "(version unknown)"
+    found = re.search(r"^__version__\s*=\s*['\"]([0-9A-Za-z.+!_-]{1,64})['\"]", head, re.MULTILINE)
+    return found.group(1) if found else "(version unknown)"
 
 
 class _NoLibtriton(Exception):

@@ -110,12 +110,12 @@ def test_captured_against_the_build_environments_triton(libs: Libs, tmp_path: Pa
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site"
     (site / "triton" / "_C").mkdir(parents=True)
-    (site / "triton" / "__init__.py").write_text("")
+    (site / "triton" / "__init__.py").write_text('__version__ = "3.9.0"\n')
     shutil.copy(libs.stub, site / "triton" / "_C" / "libtriton.so")
     monkeypatch.syspath_prepend(str(site))
     (plugin,) = capture(plugin_wheel(tmp_path / "w", libs.plugin("good"), libtriton=None))
     assert plugin.info is not None and plugin.info.captured, plugin.info
-    assert plugin.info.libtriton == f"build environment: {site / 'triton' / '_C' / 'libtriton.so'}"
+    assert plugin.info.libtriton == "build environment: triton 3.9.0"  # the release, not a path
 
 
 @pytest.mark.parametrize(("variant", "code"), [
@@ -406,7 +406,7 @@ def test_utlx_38_captured_with_triton_380_and_diagnosed_beside_390(tmp_path: Pat
     info = plugin.info
     assert info is not None and info.captured, info
     assert (info.name, info.version, info.triton_version) == ("uTLXPlugin", "3.8.0", "3.8.0+gitc01b6774")
-    assert info.libtriton is not None and info.libtriton.startswith("build environment")
+    assert info.libtriton == "build environment: triton 3.8.0"
     assert len(info.passes) == 20 and [d.name for d in info.dialects] == ["TLXDialect"] and len(info.ops) > 50
     terms = plugin_terms(plugin)
     assert terms is not None
