@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RUNTIME = ROOT / "runtime" / "triton_backend_runtime"
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def quickstart(name: str) -> list[str]:
