@@ -113,3 +113,10 @@ def test_the_packager_imports_only_what_the_runtime_declares() -> None:
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_py_typed(package: str) -> None:
     assert (PACKAGES[package] / "py.typed").is_file()
+
+
+def test_every_module_is_in_the_architecture_document() -> None:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    missing = [f"{package}/{p.name}" for package, directory in PACKAGES.items()
+               for p in sorted(directory.glob("*.py")) if f"`{p.name}`" not in text]
+    assert missing == [], f"modules docs/ARCHITECTURE.md does not list: {missing}"
