@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from conftest import CSRC, ElfFixtures, gcc, patched_copy
 from helpers.disttree import Dist, TrustEnv, write_dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_wheels import backend_files, write_wheel
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, manifest_digest, plugin_keys
@@ -574,3 +576,24 @@ def test_phase_explicit_is_left_to_the_vendors_code(libs: Libs, env: TrustEnv, t
     (plugin,) = [p for p in reg.plugins if p.dist.name == "contract-plugin"]
     assert plugin.reason is None and plugin.handed_over.startswith("not loaded here: phase explicit")
     assert os.environ.get("TRITON_PLUGIN_PATHS", "") == ""
+
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+                    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
+                        st.sampled_from(["stage", "error", "api_version", "name", "version", "passes", "dialects",
+                                         "ops", "triton_version"]) | st.text(max_size=5), inner, max_size=9),
+                    max_leaves=30))
+@settings(max_examples=300, deadline=None)
+def test_any_answer_from_the_child_is_a_plugin_info(doc: Any) -> None:
+    """The answer file is written by a process that ran the plugin: whatever it holds is a
+    PluginInfo, captured or not, and nothing in the packager raises."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = Path(tmp) / "answer.json"
+        answer.write_text(json.dumps(doc))
+        info = plugininfo._decode(answer, plugininfo.Limits())
+    assert isinstance(info, m.PluginInfo) and (info.captured or info.reason_code is not None)
+    if info.captured:
+        assert all(isinstance(p.name, str) for p in info.passes)
