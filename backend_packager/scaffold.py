@@ -70,13 +70,18 @@ def project_for(directory: Path, name: str | None, backend: str | None, package:
 
 
 def template_root() -> Path:
-    from importlib.resources import files
+    """The project templates: package data beside this module in an installed wheel
+    (``backend_packager/templates``), ``templates/`` at the top of a source checkout.
 
-    try:
-        root = Path(str(files("backend_packager.templates")))
-    except ModuleNotFoundError:
-        root = Path(__file__).resolve().parent.parent / "templates"  # a source checkout
-    return root / "project"
+    Looked up by path, not ``importlib.resources.files``: the template directories hold
+    no ``__init__.py``, and for such a namespace package ``files`` gives a MultiplexedPath
+    whose ``str`` is not a path, so an installed ``init`` would render nothing."""
+    here = Path(__file__).resolve().parent
+    for root in (here / "templates" / "project", here.parent / "templates" / "project"):
+        if root.is_dir():
+            return root
+    raise InputError("templates", str(here / "templates"), "the project templates are not installed with the "
+                     "packager; reinstall triton-backend-packager")
 
 
 def render(project: Project, root: Path | None = None) -> dict[str, str]:
@@ -108,6 +113,8 @@ def init(directory: Path, project: Project) -> list[str]:
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise InputError("exists", str(directory), "exists and is not an empty directory")
     files = render(project)
+    if "pyproject.toml" not in files:
+        raise InputError("templates", str(template_root()), "no project template found (pyproject.toml.j2)")
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:

@@ -105,6 +105,15 @@ def test_pip_install_from_a_clone(tmp_path: Path) -> None:
                           text=True)
     assert init.returncode != 0 and "Traceback" not in init.stderr
     assert "pip install 'triton-backend-packager[init]'" in init.stderr and not (tmp_path / "p").exists()
+    # With the extra, init renders the templates installed with the wheel (not a source checkout's).
+    extra = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", ".[init]"], cwd=source,
+                           capture_output=True, text=True, env=clean_env())
+    assert extra.returncode == 0, extra.stderr[-3000:]
+    shutil.rmtree(source)
+    init = subprocess.run([str(bin_dir / "backend-packager"), "init", str(tmp_path / "p")], capture_output=True,
+                          text=True)
+    assert init.returncode == 0, init.stderr
+    assert (tmp_path / "p" / "pyproject.toml").is_file() and (tmp_path / "p" / "csrc" / "p_driver.c").is_file()
 
 
 def test_isolated_vendor_build_as_init_says(tmp_path: Path, wheelhouse: Path) -> None:
