@@ -461,6 +461,8 @@ def mirror(
 def _fresh_staging(outdir: Path) -> Path:
     """An empty staging directory; what a killed run left there, or in the index, goes."""
     staging = outdir / STAGING_DIR
+    if staging.is_symlink() or staging.is_file():
+        staging.unlink()
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     for leftover in [*outdir.glob(".*.tmp"), *(outdir / INDEX_DIR).glob("**/.*.tmp")]:
