@@ -287,4 +287,9 @@ def check_entry_points(manifest: Manifest, wheel: Wheel) -> list[Finding]:
     for name in sorted(set(declared) - {b.name for b in manifest.backends}):
         findings.append(Finding("entry-point.unsigned", where,
                                 f"{group} entry point {name!r} is not in the signed manifest"))
+    # Signed for a renamed Triton: backends declared for upstream triton were not signed for it.
+    upstream = wheel.entry_points.get(entrypoints.BACKENDS_GROUP, {}) if group != entrypoints.BACKENDS_GROUP else {}
+    for name in sorted(upstream):
+        findings.append(Finding("entry-point.unsigned", where, f"{entrypoints.BACKENDS_GROUP} entry point "
+                                f"{name!r}: the signed manifest is for {manifest.triton_package}, not triton"))
     return findings

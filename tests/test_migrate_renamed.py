@@ -10,6 +10,7 @@ runs under the ``triton_wheel`` mark.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import zipfile
@@ -192,6 +193,22 @@ def test_verify_checks_the_signed_group(wheels: dict[str, Path], key: Keypair, t
     assert codes == {"entry-point.missing"}
     odd = resign(out, tmp_path / "odd", [key.private], lambda man: setattr(man, "triton_package", "../x"))
     assert [f["code"] for f in findings(odd)] == ["manifest.triton-package"]
+    # Signed for vendor_triton, yet declaring upstream triton.backends too (entry_points.txt re-signed).
+    both = tmp_path / "both" / out.name
+    both.parent.mkdir()
+    points = entry_points_of(out).encode() + b"\n[triton.backends]\nacme = acme_backend\n"
+    with zipfile.ZipFile(out) as zin, zipfile.ZipFile(both, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info, points if info.filename.endswith("entry_points.txt") else zin.read(info))
+
+    def vouch(man: Any) -> None:  # the vendor's key signs the edited entry_points.txt
+        art = next(a for a in man.artifacts if a.path.endswith("entry_points.txt"))
+        art.sha256, art.size = hashlib.sha256(points).hexdigest(), len(points)
+
+    resigned = resign(both, tmp_path / "both-signed", [key.private], vouch)
+    upstream_too = findings(resigned)
+    assert [f["code"] for f in upstream_too] == ["entry-point.unsigned"]
+    assert "triton.backends entry point 'acme'" in upstream_too[0]["message"]
 
 
 def test_runtime_reads_the_group_of_the_running_package(wheels: dict[str, Path], key: Keypair,
