@@ -31,7 +31,7 @@ pytestmark = pytest.mark.triton_wheel
 
 #: What the packager installs besides itself: its imports, and what they depend on.
 RUNTIME_CLOSURE = {"triton-backend-runtime", "packaging", "cryptography", "cffi", "pycparser"}
-PACKAGER_CLOSURE = RUNTIME_CLOSURE | {"triton-backend-packager", "pyelftools"}
+PACKAGER_CLOSURE = RUNTIME_CLOSURE | {"triton-backend-packager"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
