@@ -239,11 +239,13 @@ class _Hasher:
             self._run()
 
     def _run(self) -> None:
+        buffer = bytearray(HASH_CHUNK)  # one buffer, filled again and again: no page faults per read
+        view = memoryview(buffer)
         offset = 0
         try:
-            while chunk := os.pread(self._fd, HASH_CHUNK, offset):
-                self._hash.update(chunk)
-                offset += len(chunk)
+            while count := os.preadv(self._fd, [buffer], offset):
+                self._hash.update(view[:count])
+                offset += count
         except OSError as exc:
             self._error = exc
 
