@@ -1434,7 +1434,7 @@ def test_a_distribution_installed_over_a_signed_one_is_conflict_files(env: Trust
     assert signed.state == "excluded" and signed.reason is not None
     assert signed.reason.code == "conflict.files"
     message = signed.reason.message
-    assert "demo-backend 1.0 and demo-fork 2.0 both own 3 file(s)" in message, message
+    assert "demo-fork 2.0 and demo-backend 1.0 both own 3 file(s)" in message, message
     assert "the files on disk are demo-fork 2.0's (installed last)" in message
     assert "pip install --force-reinstall --no-deps demo-backend==1.0" in message
     assert reg.hashed_bytes == 0  # decided before anything was hashed

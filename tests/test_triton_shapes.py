@@ -213,8 +213,18 @@ def test_entry_point_fork_verified_under_strict(venv: Venv, tmp_path: Path) -> N
     pip_install(venv.python, migrate(fetch_wheel("fbtriton==3.7.4"), tmp_path / "wheels", venv.key), site)
     result = venv.probe(site, **strict(venv))
     assert set(result["table"]) == {"amd", "nvidia"}
-    assert {(r["trust"], r["state"]) for r in result["report"]["backends"]} == {("verified", "loaded")}
+    rows = result["report"]["backends"]
+    assert {(r["name"], r["trust"], r["state"]) for r in rows if r["distribution"] == "fbtriton"} == {
+        ("amd", "verified", "loaded"), ("nvidia", "verified", "loaded")}
+    # the venv's own triton 3.9.0 declares the same names (shadowed by the fork): legacy, excluded
+    assert {r["state"] for r in rows if r["distribution"] == "triton"} == {"excluded"}
     assert result["report"]["triton_core"]["__version__"] == "3.7.4+fb"
+    # the example plugin fbtriton bundles needs symbols its own libtriton.so does not export:
+    # that library alone is refused, not the core
+    plugins = {p["path"]: p for p in result["report"]["plugins"]}
+    bundled = plugins["triton/plugins/libMLIRDialectPlugin.so"]
+    assert bundled["trust"] == "rejected" and bundled["reason"]["code"] == "verify.symbols"
+    assert "loaded" not in {p["state"] for p in plugins.values()}
 
 
 # -- a fork installed over triton: both RECORDs claim the files ------------------------------
@@ -305,8 +315,8 @@ def test_self_registering_plugin_in_plugin_paths_refused_under_strict(
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("triton_backend_runtime.pluginguard.PluginPathRefused: TRITON_PLUGIN_PATHS names ")
     assert "utlx_plugin/libutlx.so, which is not admitted" in last
-    # the package's opt-out of its .pth: import triton works, its own extend_with call is refused
-    quiet = utlx.run(SELF_REGISTER, migrated, UTLX_NO_AUTOREGISTER="1", **env)
+    # the variable emptied before import triton: triton imports, the package's own extend_with is refused
+    quiet = utlx.run("import os; os.environ.pop('TRITON_PLUGIN_PATHS')\n" + SELF_REGISTER, migrated, **env)
     assert quiet.returncode == 0, quiet.stderr
     outcome = json.loads(quiet.stdout.strip().splitlines()[-1])
     assert outcome["type"] == "PluginRefused" and outcome["mapped"] is False

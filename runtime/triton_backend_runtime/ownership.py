@@ -38,12 +38,14 @@ class Overlap:
 
     def describe(self) -> str:
         count = len(self.shared)
-        both = f"{self.first.label()} and {self.second.label()} both own {count} file(s) (e.g. {self.shared[0]})"
         if self.on_disk is None:
-            return f"{both}; the files on disk match neither RECORD alone; repair: {repair_command(self.first)}"
+            return (f"{self.first.label()} and {self.second.label()} both own {count} file(s) (e.g. "
+                    f"{self.shared[0]}); the files on disk match neither RECORD alone; repair: "
+                    f"{repair_command(self.first)}")
         other = self.second if self.on_disk is self.first else self.first
-        return (f"{both}; the files on disk are {self.on_disk.label()}'s (installed last), so {other.label()} "
-                f"is broken; repair: {repair_command(other)}, or uninstall one of them")
+        return (f"{self.on_disk.label()} and {other.label()} both own {count} file(s) (e.g. {self.shared[0]}); "
+                f"the files on disk are {self.on_disk.label()}'s (installed last), so {other.label()} is broken; "
+                f"repair: {repair_command(other)}, or uninstall one of them")
 
     def reason(self, path: str) -> Reason:
         return reason_of(ConflictError("files", path, self.describe()))

@@ -241,8 +241,9 @@ class Registry:
         if verdict is None:
             return []
         return [
-            PluginEntry(dist, p.path, p.file, p.api, p.name, verdict.status, list(p.exports), verdict.status,
-                        verdict.problem, list(verdict.signers), note=verdict.note, terms=p.terms)
+            PluginEntry(dist, p.path, p.file, p.api, p.name, REJECTED if p.problem else verdict.status,
+                        list(p.exports), REJECTED if p.problem else verdict.status, p.problem or verdict.problem,
+                        list(verdict.signers), note=verdict.note, terms=p.terms)
             for p in verdict.plugins
         ]
 
@@ -285,6 +286,7 @@ class Registry:
             if self.result is not None:
                 return self.result
             self.verify(backends_dir=backends_dir, in_tree=in_tree)
+            self._rescan(in_tree, backends_dir)
             backends = self._admit(self.entries)
             plugins = self._admit(self.plugins)
             self._resolve(backends, plugins)
@@ -299,6 +301,17 @@ class Registry:
             self._warn()
             self.result = result
             return result
+
+    def _rescan(self, in_tree: bool | None, backends_dir: str | None) -> None:
+        """Verified before Triton's discovery ran (the core check), under the environment's
+        discovery mode; a Triton that always scans its directories (3.0-3.3) then gets its
+        candidates again, that way. Verdicts do not depend on it and are kept."""
+        found = self.discovery
+        if in_tree is None or found is None or found.in_tree == in_tree:
+            return
+        self.discovery = discover(backends_dir=backends_dir, in_tree=in_tree)
+        self.entries = [self._entry(c) for c in self.discovery.candidates]
+        self._legacy_floors()
 
     def _admit(self, items: list[Any]) -> list[Any]:
         allowed = pol.ADMITS[self.policy]

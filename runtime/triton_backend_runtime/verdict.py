@@ -66,6 +66,9 @@ class PluginClaim:
     name: str | None
     exports: list[str] = field(default_factory=list)
     terms: PluginTerms | None = None
+    #: Why this one library is refused while its distribution verified (a plugin bundled
+    #: with the Triton core whose symbols that core's libtriton.so does not export).
+    problem: Reason | None = None
 
 
 def plugin_terms(plugin: Plugin) -> PluginTerms | None:

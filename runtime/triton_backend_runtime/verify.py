@@ -115,7 +115,7 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)
     _check_unlisted(manifest, dist, located, verdict)
-    _check_symbols(manifest, located, ctx)
+    _check_symbols(manifest, located, ctx, verdict)
 
 
 def _recorded(dist_info: str) -> list[tuple[str, int]]:
@@ -358,9 +358,13 @@ def _import_packages(located: dict[str, str], root: str) -> set[str]:
     return tops
 
 
-def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context) -> None:
-    """Plugins and libraries linked against libtriton: their unversioned strong imports."""
+def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context, verdict: Verdict) -> None:
+    """Plugins and libraries linked against libtriton: their unversioned strong imports. A
+    plugin bundled with the Triton core itself (fbtriton ships an example one that its own
+    libtriton.so cannot serve) is refused alone: it is never loaded for the user, and the
+    core it came with is still the core."""
     plugins = {p.path for p in manifest.plugins}
+    core = ctx.libtriton is not None and ctx.libtriton in located.values()
     provided: set[str] = set()
     for artifact in manifest.artifacts:
         if artifact.elf is not None and artifact.elf.exports.complete:
@@ -382,7 +386,11 @@ def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context) 
         missing = dynsym.missing_exports(ctx.libtriton, needs)
         if missing:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-            raise VerifyError(
+            error = VerifyError(
                 "symbols", where, f"needs {len(missing)} symbol(s) that the installed "
                 f"libtriton.so ({ctx.triton_version}) does not export: {shown}"
             )
+            claim = next((c for c in verdict.plugins if c.path == artifact.path), None) if core else None
+            if claim is None:
+                raise error
+            claim.problem = reason_of(error)
