@@ -89,9 +89,6 @@ MAX_METADATA_BYTES = 4 << 20
 SCRIPT_DIRS = ("bin", "Scripts")
 _SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
 _CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
-#: Bytes hashed per read. Large, because a hashing thread takes the GIL back after every
-#: chunk, and while the ELF scan holds it that can take a switch interval (5 ms) each time.
-HASH_CHUNK = 8 << 20
 
 
 class InstalledError(TrustError):
@@ -409,7 +406,7 @@ def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
     head = b""
     left = size
     while left > 0:
-        chunk = os.read(fd, min(HASH_CHUNK, left))
+        chunk = os.read(fd, min(CHUNK, left))  # 1 MiB: stays in cache (8 MiB measured slower)
         if not chunk:
             raise InstalledError("size", full, "shorter than RECORD says (truncated while read)")
         if len(head) < 64:
