@@ -38,7 +38,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -497,25 +497,44 @@ def _failure(filename: str, source: str, error: TrustError) -> Result:
     return Result(filename, source, FAILED, error=error.as_dict())
 
 
+#: A step that completes one wheel's result (run later for a wheel whose hashes run behind).
+Finish = Callable[[], Result]
+#: Starts hashing a file: at once (in the pool) or on the background hasher (large wheels).
+Hasher = Callable[[Path], "Future[str]"]
+
+
 def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
     """Reuse what still holds; work on the rest. A wheel larger than all the others left
-    together runs alone with every thread (its members in parallel); the rest share the
-    pool, one thread each, largest first."""
+    together is migrated first, alone, with every thread (its members in parallel); its input
+    and output are hashed by a background thread meanwhile and while the rest share the pool,
+    one thread each, largest first (their work holds the GIL, hashing does not)."""
     sizes = {s.filename: _size(s.path) for s in sources}
     order = sorted(sources, key=lambda s: -sizes[s.filename])
     results: dict[str, Result] = {}
     remaining = sum(sizes.values())
-    while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
-        first = order.pop(0)
-        remaining -= sizes[first.filename]
-        results[first.filename] = _one(first, ctx, jobs)
-    if jobs <= 1 or len(order) <= 1:
-        results.update({s.filename: _one(s, ctx, max(jobs, 1)) for s in order})
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for source, result in zip(order, pool.map(lambda s: _one(s, ctx, 1), order), strict=True):
-                results[source.filename] = result
+    with ThreadPoolExecutor(max_workers=1) as background:
+        later: list[tuple[Source, Finish]] = []
+        while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
+            first = order.pop(0)
+            remaining -= sizes[first.filename]
+            later.append((first, _one(first, ctx, jobs, lambda path: background.submit(_sha256_of, path))))
+        if jobs <= 1 or len(order) <= 1:
+            results.update({s.filename: _one(s, ctx, jobs, _hash_now)() for s in order})
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                done = pool.map(lambda s: _one(s, ctx, 1, _hash_now)(), order)
+                results.update({s.filename: r for s, r in zip(order, done, strict=True)})
+        results.update({s.filename: finish() for s, finish in later})
     return [results[s.filename] for s in sources]
+
+
+def _hash_now(path: Path) -> Future[str]:
+    future: Future[str] = Future()
+    try:
+        future.set_result(_sha256_of(path))
+    except OSError as exc:
+        future.set_exception(exc)
+    return future
 
 
 def _size(path: Path) -> int:
@@ -525,39 +544,71 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _one(source: Source, ctx: _Context, jobs: int) -> Result:
-    """One input wheel, every error caught into its result."""
+def _one(source: Source, ctx: _Context, jobs: int, hasher: Hasher) -> Finish:
+    """Start one input wheel; the step returned completes it. Every error, in either part,
+    becomes this wheel's failure."""
     started = time.perf_counter()
     try:
-        result = _process(source, ctx, jobs)
-    except TrustError as exc:
-        result = _failure(source.filename, str(source.path), exc)
-    except OSError as exc:
+        finish = _process(source, ctx, jobs, hasher)
+    except Exception as exc:  # noqa: BLE001  (one wheel's problem must not stop the others)
+        failure = _failure_of(source, exc)
+        finish = lambda: failure  # noqa: E731
+
+    def end() -> Result:
+        try:
+            result = finish()
+        except Exception as exc:  # noqa: BLE001
+            result = _failure_of(source, exc)
+        result.seconds = time.perf_counter() - started
+        if ctx.hooks.done:
+            ctx.hooks.done(source.path, result)
+        return result
+
+    return end
+
+
+def _failure_of(source: Source, exc: Exception) -> Result:
+    if isinstance(exc, TrustError):
+        error = exc
+    elif isinstance(exc, OSError):
         error = MirrorError("io", str(source.path), exc.strerror or str(exc))
-        result = _failure(source.filename, str(source.path), error)
-    except Exception as exc:  # noqa: BLE001  (one wheel's bug must not stop the others)
+    else:  # a bug of ours, still this wheel's alone
         error = MirrorError("internal", str(source.path), f"{type(exc).__name__}: {exc}")
-        result = _failure(source.filename, str(source.path), error)
-    result.seconds = time.perf_counter() - started
-    if ctx.hooks.done:
-        ctx.hooks.done(source.path, result)
-    return result
+    return _failure(source.filename, str(source.path), error)
 
 
-def _process(source: Source, ctx: _Context, jobs: int) -> Result:
+def _process(source: Source, ctx: _Context, jobs: int, hasher: Hasher) -> Finish:
     info = os.stat(source.path)
     fingerprint = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
     old = ctx.previous.entries.get(source.filename) if ctx.previous else None
     if old is not None and old.stat == fingerprint and _reusable(old, source, ctx, old.sha256):
-        return _unchanged(old, source)
-    sha256 = _sha256_of(source.path)
+        return _ready(_unchanged(old, source))
+    if old is None:
+        return _migrate(source, ctx, jobs, fingerprint, hasher(source.path), hasher)
+    # a file seen before whose stat changed: the same bytes are still unchanged, so hash first
+    sha256 = _checked(source, _sha256_of(source.path))
+    if _reusable(old, source, ctx, sha256):
+        old.stat, old.source = fingerprint, str(source.path)
+        return _ready(_unchanged(old, source))
+    return _migrate(source, ctx, jobs, fingerprint, _known(sha256), hasher)
+
+
+def _ready(result: Result) -> Finish:
+    return lambda: result
+
+
+def _known(sha256: str) -> Future[str]:
+    future: Future[str] = Future()
+    future.set_result(sha256)
+    return future
+
+
+def _checked(source: Source, sha256: str) -> str:
+    """The input's sha256, when it is the one its index page names (if any)."""
     if source.expected_sha256 and sha256 != source.expected_sha256:
         raise MirrorError("source-hash", str(source.path),
                           f"sha256 {sha256} is not the {source.expected_sha256} its index page names")
-    if old is not None and _reusable(old, source, ctx, sha256):
-        old.stat, old.source = fingerprint, str(source.path)
-        return _unchanged(old, source)
-    return _migrate(source, ctx, jobs, fingerprint, sha256)
+    return sha256
 
 
 def _reusable(old: Entry, source: Source, ctx: _Context, sha256: str) -> bool:
@@ -596,30 +647,35 @@ def _sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], sha256: str) -> Result:
+def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
+             hasher: Hasher) -> Finish:
     """Migrate into staging; keep the output when the wheel has a backend or a plugin, else
-    copy the input through; a failure is served as it is only with ``pass_through``."""
+    copy the input through; a failure is served as it is only with ``pass_through``. Nothing
+    is placed before the input's sha256 is known and checked."""
     from .migrate import migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
 
     staged = ctx.staging / source.filename
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress)
-    entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, MIGRATED, True, None, [],
-                  ctx.key.public.keyid, outcome.backends, outcome.plugins)
-    if outcome.error is not None:
-        entry.kind, entry.error, entry.served = FAILED, outcome.error.as_dict(), ctx.pass_through
-        entry.backends, entry.plugins = [], []
-    elif not outcome.backends and not outcome.plugins:
-        entry.kind = COPIED
-    if entry.kind == MIGRATED:
-        entry.output_sha256 = _sha256_of(staged)
-    elif entry.served:
-        _copy_through(source, staged, entry)
-    if entry.served:
-        entry.output_stat = _output_stat(staged)  # a rename keeps size and mtime
-        _place(entry.filename, ctx)
-    status = {MIGRATED: MIGRATED, COPIED: COPIED, FAILED: FAILED}[entry.kind]
-    return Result(source.filename, str(source.path), status, entry.served, entry, entry.error,
-                  warnings=outcome.warnings)
+    kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
+    output_hash = hasher(staged) if kind == MIGRATED else None
+
+    def finish() -> Result:
+        sha256 = _checked(source, input_hash.result())
+        entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, kind,
+                      kind != FAILED or ctx.pass_through, None, [], ctx.key.public.keyid, [], [])
+        if kind == MIGRATED:
+            entry.backends, entry.plugins = outcome.backends, outcome.plugins
+            entry.output_sha256 = output_hash.result() if output_hash else None
+        elif entry.served:
+            _copy_through(source, staged, entry)
+        entry.error = outcome.error.as_dict() if outcome.error else None
+        if entry.served:
+            entry.output_stat = _output_stat(staged)  # a rename keeps size and mtime
+            _place(entry.filename, ctx)
+        return Result(source.filename, str(source.path), kind, entry.served, entry, entry.error,
+                      warnings=outcome.warnings)
+
+    return finish
 
 
 def _place(filename: str, ctx: _Context) -> None:
