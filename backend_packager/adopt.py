@@ -155,6 +155,9 @@ def adopt(site: Path, name: str, key: SigningKey, *, wheel_out: Path | None = No
             _adopt_in_place(installed, checked, key, outcome)
     except TrustError as exc:
         outcome.error, outcome.status = exc, "failed"
+    except OSError as exc:  # no space left, a read-only .dist-info: this distribution's failure
+        where = exc.filename or str(outcome.source)
+        outcome.error, outcome.status = InstalledError("os", str(where), exc.strerror or str(exc)), "failed"
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -224,8 +227,11 @@ def _headers(dist_info: str, leaf: str, required: tuple[str, ...]) -> Message:
 
 def _record_rows(text: str, where: str) -> list[records.RecordRow]:
     """RECORD's rows in order; a path listed twice is refused (which row would be checked?)."""
-    rows = list(records.parse(text, where).values())
-    listed = sum(1 for row in csv.reader(io.StringIO(text)) if row)
+    try:
+        rows = list(records.parse(text, where).values())
+        listed = sum(1 for row in csv.reader(io.StringIO(text)) if row)
+    except csv.Error as exc:  # a field past the csv module's limit, for one
+        raise InstalledError("record", where, f"not a RECORD file: {exc}") from None
     if listed != len(rows):
         raise InstalledError("record", where, f"lists {listed - len(rows)} path(s) more than once")
     return rows

@@ -294,7 +294,8 @@ def test_unusable_input_exits_2(site: Path, trust: TrustEnv, tmp_path: Path) -> 
 
 _ROW_PATHS = st.one_of(
     st.sampled_from([f"{PACKAGE}/driver.py", f"{PACKAGE}/compiler.py", f"{DIST_INFO}/METADATA", "../x", "/etc/passwd",
-                     "a/../../b", "", ".", f"{PACKAGE}/__pycache__/x.pyc", "bin/forkgpu-info", "a\\b", "x\0y"]),
+                     "a/../../b", "", ".", f"{PACKAGE}/__pycache__/x.pyc", "bin/forkgpu-info", "a\\b", "x\0y",
+                     "a" * 140_000]),
     st.text(min_size=1, max_size=40),
 )
 _ROW_HASHES = st.one_of(st.just(""), st.just(record_hash(b"")), st.just("md5=abc"), st.text(max_size=50))
