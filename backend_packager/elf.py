@@ -350,10 +350,11 @@ def capture_ranges(head: bytes, budget: int = SCAN_BYTES_LIMIT) -> list[Range] |
     fields = _EHDR.unpack_from(head)
     phoff, shoff, phentsize, phnum, shnum = fields[5], fields[6], fields[9], fields[10], fields[12]
     table = min(shnum or SECTION_LIMIT, SECTION_LIMIT) * _SHDR.size if shoff else 0
-    ranges = [(0, _EHDR.size), (shoff, shoff + table)]
+    headers = [(0, _EHDR.size), (shoff, shoff + table)]
+    ranges: list[Range] = []
     loads: list[tuple[int, int, int]] = []
     if phentsize == _PHDR.size and phnum and phoff + phnum * _PHDR.size <= len(head):
-        ranges.append((phoff, phoff + phnum * _PHDR.size))
+        headers.append((phoff, phoff + phnum * _PHDR.size))
         for i in range(phnum):
             p_type, p_flags, p_offset, _, _, p_filesz, _, _ = _PHDR.unpack_from(head, phoff + i * _PHDR.size)
             if p_type == PT_LOAD:
@@ -363,6 +364,11 @@ def capture_ranges(head: bytes, budget: int = SCAN_BYTES_LIMIT) -> list[Range] |
     if loads:
         last_end = max(hi for _, hi, _ in loads)
         ranges.append((last_end, last_end + TAIL_CAPTURE))
+    # The headers first (a few MiB at most); thousands of program headers could name a
+    # range each, so the budget holds for the rest together.
+    headers = merge(headers)
+    ranges = headers + _within(merge(ranges), budget - sum(hi - lo for lo, hi in headers))
+    if loads:
         # The dynamic tables live in the read-only (neither W nor X) segments; old layouts
         # without separate code segments put them in the first segment, text and all.
         read_only = [(lo, hi) for lo, hi, flags in loads if not flags & (PF_W | PF_X)]

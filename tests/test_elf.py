@@ -317,3 +317,23 @@ def test_libtriton_scans_the_same_from_file_and_from_the_wheel(triton_wheel: Pat
     assert info.python_extension == ["libtriton"]
     assert streamed.elf == info
     assert kept <= elf.SCAN_BYTES_LIMIT
+
+
+def test_capture_plan_stays_within_the_scan_budget() -> None:
+    """Program headers naming thousands of note and dynamic ranges, and a read-only
+    segment of 1 TiB: what a streamed scan keeps stays within SCAN_BYTES_LIMIT."""
+    import struct
+
+    count = 4000
+    phdrs = [struct.pack("<IIQQQQQQ", elf.PT_NOTE, 4, (i + 1) << 21, 0, 0, 1 << 20, 1 << 20, 4) for i in range(count)]
+    phdrs.append(struct.pack("<IIQQQQQQ", elf.PT_LOAD, 4, 0, 0, 0, 1 << 40, 1 << 40, 4096))
+    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + bytes(9), 3, 62, 1, 0, 64, 1 << 41, 0, 64,
+                         56, len(phdrs), 64, 40, 39)
+    ranges = elf.capture_ranges(header + b"".join(phdrs))
+    assert ranges is not None and ranges == elf.merge(ranges)
+    assert sum(hi - lo for lo, hi in ranges) <= elf.SCAN_BYTES_LIMIT
+
+    def kept(lo: int, hi: int) -> bool:
+        return any(a <= lo and hi <= b for a, b in ranges)
+
+    assert kept(0, 64 + 56 * len(phdrs)) and kept(1 << 41, (1 << 41) + 40 * 64)  # the headers come first
