@@ -272,6 +272,36 @@ def test_an_interrupted_adopt_is_not_finished_by_another_key(site: Path, trust: 
     assert codes == {(str(site / DIST_INFO / "entry_points.txt"), "installed.size")}
 
 
+KILLED_AT = """
+import os, signal, sys
+from pathlib import Path
+from backend_packager import adopt, signing
+written = []
+real = adopt.write_atomic
+def write_or_die(path, data, **kw):  # kill -9 just before write number LIMIT + 1
+    if len(written) == {limit}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(path, data, **kw)
+    written.append(path)
+adopt.write_atomic = write_or_die
+adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})))
+"""
+
+
+@pytest.mark.parametrize("writes", [0, 1, 2])
+def test_killed_adopt_leaves_whole_files_and_a_rerun_finishes(writes: int, site: Path, trust: TrustEnv) -> None:
+    """kill -9 before the manifest, after it, after entry_points.txt (RECORD not yet written)."""
+    code = KILLED_AT.format(limit=writes, site=str(site), name=NAME, key=str(key_file(trust)))
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    info = site / DIST_INFO
+    assert not [p for p in os.listdir(info) if p.endswith(".tmp")]
+    assert (info / MANIFEST_FILENAME).exists() == (writes >= 1)
+    done, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert done == 0, doc
+    assert verdict_of(site, trust).status == "verified"
+
+
 def test_unusable_input_exits_2(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
     key = str(key_file(trust))
     missing = run_cli("adopt", "no-such-dist", "--site-packages", str(site), "--key", key, "--json")
