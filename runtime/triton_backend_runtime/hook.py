@@ -195,6 +195,21 @@ def triton_backends(
 
 
 def _after_load(registry: reg.Registry) -> None:
+    _fold_cache_key(registry)
+    if any(p.state == PENDING for p in registry.plugins):
+        from .autohook import after_import
+        from .plugins import LIBTRITON
+
+        # after the hand-over registered before this: a plugin that then fails leaves the key
+        after_import(LIBTRITON, lambda _module: _fold_cache_key(registry))
+    watch_driver(registry)
+    from .pluginguard import guard
+
+    guard(registry)  # a plugin package's own extend_with call is checked too
+
+
+def _fold_cache_key(registry: reg.Registry) -> None:
+    """The manifests and admitted plugins in use, into Triton's compile cache key."""
     from .compilekey import install, manifest_digest, plugin_keys
 
     items: list[reg.Entry | reg.PluginEntry] = [*registry.entries, *registry.plugins]
@@ -211,10 +226,6 @@ def _after_load(registry: reg.Registry) -> None:
     if (used or required) and knobs is not None:
         registry.manifest_digest = manifest_digest(used, plugin_keys(admitted, registry.verdicts))
         install(knobs, registry.manifest_digest, registry.missing_required if required else None)
-    watch_driver(registry)
-    from .pluginguard import guard
-
-    guard(registry)  # a plugin package's own extend_with call is checked too
 
 
 def watch_driver(registry: reg.Registry) -> None:
