@@ -375,13 +375,13 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from . import report
+    from .inspection import as_json, inspect_wheel, render
 
     docs: list[dict[str, Any]] = []
     failed = False
     for number, wheel in enumerate(_wheels_in(args.wheels)):
         try:
-            inspection = report.inspect_wheel(wheel)
+            inspection = inspect_wheel(wheel)
         except TrustError as exc:
             # One unreadable wheel is its own line; the others are still shown.
             failed = True
@@ -389,9 +389,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
             continue
         if args.json:
-            docs.append({"wheel": str(wheel), **report.as_json(inspection)})
+            docs.append({"wheel": str(wheel), **as_json(inspection)})
         else:
-            print(("\n" if number else "") + report.render(inspection))
+            print(("\n" if number else "") + render(inspection))
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "wheels": docs}, indent=1, sort_keys=True))
     return EXIT_FAILED if failed else EXIT_OK
