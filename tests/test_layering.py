@@ -120,3 +120,22 @@ def test_every_module_is_in_the_architecture_document() -> None:
     missing = [f"{package}/{p.name}" for package, directory in PACKAGES.items()
                for p in sorted(directory.glob("*.py")) if f"`{p.name}`" not in text]
     assert missing == [], f"modules docs/ARCHITECTURE.md does not list: {missing}"
+
+
+def _without_docstrings(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body.pop(0)
+    return ast.dump(tree)
+
+
+def test_the_init_template_builds_as_the_example_does() -> None:
+    """The rendered setup.py is the example's, but for docstrings and comments (the review
+    found the template without the example's -Wl,-soname)."""
+    from backend_packager import scaffold
+
+    rendered = scaffold.render(scaffold.Project("demo-triton-backend", "demo", "demo_backend"))["setup.py"]
+    example = (ROOT / "examples" / "setuptools_backend" / "setup.py").read_text(encoding="utf-8")
+    assert _without_docstrings(ast.parse(rendered)) == _without_docstrings(ast.parse(example))
