@@ -399,6 +399,28 @@ def test_killed_while_replacing_a_served_wheel(src: Path, wheels: dict[str, Path
     assert not (out / mirror.STAGING_DIR).exists()
 
 
+def test_progress_covers_every_wheel_of_the_run(src: Path, keys: tuple, tmp_path: Path) -> None:
+    """The hooks the CLI's progress bar draws from: every input announced, every one finished
+    (unchanged and failed ones too), bytes reported for the migrated ones."""
+    from backend_packager import signing
+
+    seen: dict[str, list[str]] = {"start": [], "done": [], "bytes": []}
+    hooks = mirror.Hooks(
+        start=lambda paths: seen["start"].extend(p.name for p in paths),
+        done=lambda path, result: seen["done"].append(f"{path.name}:{result.status}"),
+        progress=lambda path, member, nbytes: seen["bytes"].append(path.name),
+    )
+    key = signing.load(keys[0].private)
+    for expected in ({"migrated", "copied", "failed"}, {"unchanged", "failed"}):
+        for events in seen.values():
+            events.clear()
+        run = mirror.mirror([src], tmp_path / "out", key, jobs=2, hooks=hooks)
+        assert sorted(seen["start"]) == sorted(p.name for p in src.iterdir())
+        assert sorted(d.split(":")[0] for d in seen["done"]) == sorted(seen["start"])
+        assert {d.split(":")[1] for d in seen["done"]} == expected == {r.status for r in run.results}
+        assert bool(seen["bytes"]) == ("migrated" in expected)
+
+
 def test_usage_errors_exit_2(src: Path, keys: tuple, tmp_path: Path) -> None:
     out = tmp_path / "out"
     missing = run_cli("mirror", str(tmp_path / "nope"), "-o", str(out), "--key", str(keys[0].private))
