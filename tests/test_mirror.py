@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from conftest import ElfFixtures, run_cli
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, rezip
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 
-from backend_packager import mirror
+from backend_packager import mirror, simpleindex
 
 PURE_PYPROJECT = """[build-system]
 requires = ["setuptools"]
@@ -541,3 +542,38 @@ def test_real_mirror_rerun_is_unchanged(real_mirror: tuple[Path, dict[str, Any]]
     code, again, _ = run_mirror(src, out, keys[0])
     assert code == 1 and again["summary"] == {"migrated": 0, "unchanged": 7, "copied": 0, "failed": 1}
     assert mtimes(out) == before
+
+
+# --- the simple index as data ---------------------------------------------------------------
+
+index_files_st = st.lists(st.builds(
+    simpleindex.IndexFile,
+    project=st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True),
+    filename=st.from_regex(r"[A-Za-z0-9_.+]{1,30}-[0-9.]{1,8}-py3-none-any\.whl", fullmatch=True),
+    sha256=st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+), max_size=8, unique_by=lambda f: f.filename)
+
+
+@settings(max_examples=100, deadline=None)
+@given(files=index_files_st)
+def test_pages_read_back_as_written(files: list[simpleindex.IndexFile]) -> None:
+    """What pip reads from a project page (PEP 503 anchors) and what a PEP 691 client reads
+    are the files written, each with its sha256; the bytes do not depend on the order given."""
+    pages = simpleindex.pages(files)
+    assert pages == simpleindex.pages(list(reversed(files)))
+    for project in {f.project for f in files}:
+        mine = {f.filename: f.sha256 for f in files if f.project == project}
+        links = simpleindex.links(pages[f"{project}/index.html"].decode())
+        assert {unquote(link.href.removeprefix("../../")): link.sha256 for link in links} == mine
+        doc = json.loads(pages[f"{project}/index.json"])
+        assert {f["filename"]: f["hashes"]["sha256"] for f in doc["files"]} == mine
+    root = [link.href for link in simpleindex.links(pages["index.html"].decode())]
+    assert root == [f"{p}/" for p in sorted({f.project for f in files})]
+
+
+@settings(max_examples=200, deadline=None)
+@given(page=st.text(max_size=300) | st.builds(lambda h, f: f'<a href="{h}#{f}">x</a>', st.text(max_size=40),
+                                              st.text(max_size=80)))
+def test_links_of_any_page_never_raise(page: str) -> None:
+    for link in simpleindex.links(page):
+        assert link.sha256 is None or len(link.sha256) == 64
