@@ -398,11 +398,6 @@ def merge(ranges: list[Range]) -> list[Range]:
     return merged
 
 
-def manylinux_tag(glibc: tuple[int, ...] | None, machine: str) -> str:
-    """The PEP 600 tag a glibc requirement implies: GLIBC_2.27 -> manylinux_2_27_<arch>."""
-    return elftables.manylinux_tag(glibc, machine)
-
-
 def file_kind(file_type: str, interpreter: bool) -> str:
     """'executable' for EXEC files and for DYN files with PT_INTERP (PIE), else 'library'."""
     return "library" if file_type == "DYN" and not interpreter else "executable"

@@ -370,15 +370,11 @@ def _has(ordered: list[str], name: str) -> bool:
 
 
 def _significant(ordered: list[str]) -> list[str]:
-    """Significant exports in a sorted name list, found by bisection, not by a scan."""
+    """Exports kept even in a summarised table (plugin API and Python module init), in a
+    sorted name list, found by bisection, not by a scan."""
     found = _range(ordered, "PyInit_", "PyInit`")
     found += [name for name in (PLUGIN_V2_SYMBOL, *PLUGIN_V1_SYMBOLS) if _has(ordered, name)]
     return sorted(set(found))
-
-
-def is_significant_export(name: str) -> bool:
-    """Exports kept even in a summarised table: plugin API and Python module init."""
-    return name == PLUGIN_V2_SYMBOL or name in PLUGIN_V1_SYMBOLS or name.startswith("PyInit_")
 
 
 def _plugin_api(ordered: list[str]) -> PluginApi | None:
