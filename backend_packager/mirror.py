@@ -240,7 +240,7 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
         try:
             found = simpleindex.links(_read_bounded(page, MAX_PAGE_BYTES).decode("utf-8", "replace"))
         except MirrorError as exc:
-            failures.append(_failure(page.name, str(page), exc))
+            failures.append(_failure(f"{page.parent.name}/{page.name}", str(page), exc))
             continue
         for link in found:
             name = unquote(urlsplit(link.href).path).rsplit("/", 1)[-1]
