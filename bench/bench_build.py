@@ -140,7 +140,7 @@ def env_once(base: Path, requirements: list[str], wheelhouse: Path) -> tuple[flo
     start = time.perf_counter()
     run([sys.executable, "-m", "venv", "--without-pip", str(target)])
     run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install", "-q",
-         "--find-links", str(wheelhouse), *requirements])
+         "--find-links", str(wheelhouse), *requirements], env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     elapsed = time.perf_counter() - start
     listing = subprocess.run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "list",
                               "--format=json"], capture_output=True, text=True, check=True).stdout
@@ -154,7 +154,9 @@ def isolated(repeat: int) -> None:
         make_wheelhouse(wheelhouse)
         hooked_project, plain_project = init_projects(base)
         run([str(Path(sys.executable).parent / "backend-packager"), "keygen", "-o", str(base / "vendor.pem")])
-        env = {**os.environ, "PIP_FIND_LINKS": str(wheelhouse), "BACKEND_PACKAGER_SIGNING_KEY": "vendor.pem",
+        # The wheelhouse first; find-links already configured (a local mirror) stay usable.
+        links = " ".join(filter(None, [str(wheelhouse), os.environ.get("PIP_FIND_LINKS", "")]))
+        env = {**os.environ, "PIP_FIND_LINKS": links, "BACKEND_PACKAGER_SIGNING_KEY": "vendor.pem",
                "SOURCE_DATE_EPOCH": "1700000000", "PWD": str(base)}
         isolated_once(hooked_project, env)  # warm-up: pip's cache, the page cache
         isolated_once(plain_project, env)
