@@ -3,7 +3,7 @@ name, each discovery shape since 3.0 with its patch in ``hooks/``, overlapping i
 real plugin package that registers itself.
 
 Real wheels from the index (cached by ``bench/_wheels.py``), see the README's table:
-``triton`` 3.0.0, 3.2.0, 3.3.0, 3.4.0, 3.5.0 (their ``backends/__init__.py``), and 3.9.0;
+``triton`` 3.0.0, 3.2.0, 3.3.0, 3.4.0, 3.5.0, 3.8.0 (their ``backends/__init__.py``), and 3.9.0;
 ``triton-pascal`` 3.1.0 (a fork for older GPUs, directory-scan era), ``fbtriton`` 3.7.4 (a
 large company's fork, entry-point era), ``triton-ascend`` 3.2.0 (a vendor fork for another
 accelerator, directory-scan era); ``triton-utlx`` 3.8.0.post16 (a plugin built for 3.8 that
@@ -58,6 +58,7 @@ def member(wheel: Path, name: str) -> str:
     ("triton==3.3.0", "directory-scan"),
     ("triton==3.4.0", "entry-points"),
     ("triton==3.5.0", "entry-points"),
+    ("triton==3.8.0", "entry-points-in-tree"),
     ("triton==3.9.0", "entry-points-in-tree"),
     ("triton-pascal==3.1.0", "directory-scan"),
     ("fbtriton==3.7.4", "entry-points-in-tree"),
