@@ -103,7 +103,7 @@ class ArtifactSink:
         self.display = display
         self.size = 0
         self._hash = hashlib.sha256()
-        self._head = b""
+        self._head = bytearray()  # grows by appending: chunks may be tiny
         self._decided = False
         self._sparse = sparse
         self._capture = capture
@@ -123,7 +123,8 @@ class ArtifactSink:
     def _decide(self) -> None:
         """Plan from the first bytes; keep (from) them if ELF."""
         self._decided = True
-        head, self._head = self._head, self._head[:PLAN_BYTES]
+        head = bytes(self._head)
+        self._head = self._head[:PLAN_BYTES]
         if head[:4] != ELF_MAGIC:
             return
         if self._capture is not None:
@@ -142,12 +143,12 @@ class ArtifactSink:
     @property
     def head(self) -> bytes:
         """Up to the first 64 bytes seen (for magic numbers)."""
-        return self._head[:64]
+        return bytes(self._head[:64])
 
     @property
     def prefix(self) -> bytes:
         """Up to the first PLAN_BYTES bytes seen (the ELF header and program headers)."""
-        return self._head
+        return bytes(self._head[:PLAN_BYTES])
 
     @property
     def kept(self) -> int:
@@ -170,7 +171,7 @@ class ArtifactSink:
         try:
             if not self.is_elf:
                 if require_elf:
-                    raise ElfError("not-elf", self.display, f"not an ELF file (starts with {self._head[:4]!r})")
+                    raise ElfError("not-elf", self.display, f"not an ELF file (starts with {self.head[:4]!r})")
                 return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=None)
             assert self._spool is not None
             return Artifact(path=self.path, sha256=self.sha256, size=self.size, elf=self._scan(self._spool))
@@ -183,9 +184,11 @@ class ArtifactSink:
         except CaptureMiss:
             if self._capture is None and self._sparse:
                 raise
-            what = "the ranges it asked for" if self._capture is not None else f"the first {SCAN_BYTES_LIMIT:,} bytes"
-            raise ElfError("limit" if self._capture is None else "corrupt", self.display,
-                           f"a section the scan needs lies outside {what} (SCAN_BYTES_LIMIT): not scanned") from None
+            if self._capture is not None:  # the file told the first pass one thing, the second another
+                raise ElfError("corrupt", self.display, "the sections the scan needs moved between two reads "
+                               "of the same bytes: not scanned") from None
+            raise ElfError("limit", self.display, f"a section the scan needs lies past SCAN_BYTES_LIMIT "
+                           f"({SCAN_BYTES_LIMIT:,}) bytes: not scanned") from None
 
     def close(self) -> None:
         if self._spool is not None:

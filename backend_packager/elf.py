@@ -24,7 +24,7 @@ against the file size and against a named limit first; hitting a limit raises
   decoded name bytes, ``PyInit_*`` exports).
 
 Memory bound: the raw tables held at once are at most :data:`SCAN_BYTES_LIMIT` (about
-100 MiB), and decoding adds at most a few hundred bytes per symbol plus the decoded
+116 MiB), and decoding adds at most a few hundred bytes per symbol plus the decoded
 names (:data:`~backend_packager.elftables.NAME_BYTES_LIMIT`). A scan's peak stays under
 :data:`MEMORY_BOUND`, whatever the file; ``tests/test_elf.py`` holds this by scanning
 crafted files at the limits in a child process under ``RLIMIT_AS``. Time is linear in
@@ -58,8 +58,11 @@ STRING_TABLE_LIMIT = 64 << 20
 TABLE_LIMIT = 1 << 20
 #: Most bytes of allocated notes, after merging overlapping note sections.
 NOTE_BYTES_LIMIT = 1 << 20
+#: Most bytes of small non-allocated sections a second pass keeps, one of which may be .comment.
+COMMENT_GUESS_BYTES = 16 << 20
 #: Most raw bytes one scan reads and holds: also what a streamed scan spools at most.
-SCAN_BYTES_LIMIT = 64 + SECTION_LIMIT * 64 + SYMBOL_LIMIT * 26 + STRING_TABLE_LIMIT + 5 * TABLE_LIMIT + NOTE_BYTES_LIMIT
+SCAN_BYTES_LIMIT = (64 + SECTION_LIMIT * 64 + SYMBOL_LIMIT * 26 + STRING_TABLE_LIMIT + 5 * TABLE_LIMIT
+                    + NOTE_BYTES_LIMIT + COMMENT_GUESS_BYTES)
 #: Peak memory of one scan at every limit, interpreter included (held in a test).
 MEMORY_BOUND = 768 << 20
 
@@ -75,6 +78,7 @@ ET_DYN = 3
 SHN_XINDEX = 0xFFFF
 #: Bytes kept after the last loadable segment when streaming: where .comment lives.
 TAIL_CAPTURE = 1 << 20
+
 
 Range = tuple[int, int]
 
@@ -166,7 +170,7 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
     comment = _comment_section(sections, names)
     _check_section(comment, ".comment", TABLE_LIMIT, "TABLE_LIMIT", path, size)
     plan.sections["comment"] = comment
-    _check_captured(plan, head, path, available)
+    _check_captured(plan, sections, head, path, available, names_known=bool(names))
     tables = elftables.Tables(
         **{key: read(section) for key, section in plan.sections.items()},
         verneed_count=_info(plan.sections["verneed"]),
@@ -306,19 +310,29 @@ def _comment_section(sections: list[_Section], names: bytes) -> _Section | None:
     return min(candidates, key=lambda s: s.offset) if candidates else None
 
 
-def _check_captured(plan: _Plan, head: bytes, path: str, available: list[Range] | None) -> None:
-    """With a sparse capture, raise CaptureMiss listing every range the scan needs."""
+def _check_captured(plan: _Plan, sections: list[_Section], head: bytes, path: str, available: list[Range] | None,
+                    names_known: bool) -> None:
+    """With a sparse capture, raise CaptureMiss listing every range the scan needs.
+
+    Without the section names, .comment was guessed (see :func:`_comment_section`); the
+    second pass will know the names, so it also gets the small non-allocated sections
+    any of which may be the one named .comment (within COMMENT_GUESS_BYTES together).
+    """
     if available is None:
         return
     needed = [s.extent for s in plan.sections.values() if s is not None and s.type != SHT_NOBITS]
     needed += plan.notes
     if all(_covered(extent, available) for extent in needed):
         return
-    fields = _EHDR.unpack(head)
-    shoff, shnum = fields[6], fields[12]
-    table = [(shoff, shoff + max(shnum, 1) * _SHDR.size)] if shoff else []
+    shoff = _EHDR.unpack(head)[6]
+    table = [(shoff, shoff + max(len(sections), 1) * _SHDR.size)] if shoff else []
     names = [plan.names.extent] if plan.names is not None else []
-    raise CaptureMiss(path, merge([(0, _EHDR.size), *table, *names, *needed]))
+    guesses: list[Range] = []
+    if not names_known:
+        small = [s.extent for s in sections
+                 if s.type != SHT_NOBITS and not s.flags & SHF_ALLOC and s.size <= TABLE_LIMIT]
+        guesses = _within(merge(small), COMMENT_GUESS_BYTES)
+    raise CaptureMiss(path, merge([(0, _EHDR.size), *table, *names, *needed, *guesses]))
 
 
 def has_interpreter(head: bytes) -> bool:

@@ -189,3 +189,24 @@ def test_pie_is_an_executable_and_foreign_binaries_are_unsupported(elf_files: El
     table = run_cli("scan", str(wheel))
     assert "unsupported (PE)" in table.stdout and "unsupported (Mach-O)" in table.stdout
     assert table.stderr.count("warning:") == 2
+
+
+def test_second_pass_finds_comment_by_name(tmp_path: Path) -> None:
+    """The first pass, without section names, guesses .comment (the first non-allocated
+    string section); the second knows the names: it must have kept the named one too."""
+    from helpers import elfgen as g
+
+    from backend_packager.artifacts import artifact_from_file
+
+    lib = g.library([b"f"], program_headers=False)
+    lib.sections += [g.Section(".decoy", g.SHT_PROGBITS, b"decoy 1.0\0", g.SHF_STRINGS),
+                     g.Section(".comment", g.SHT_PROGBITS, b"GCC: (test) 1.0\0", g.SHF_STRINGS)]
+    path = tmp_path / "libnamed.so"
+    path.write_bytes(g.build(lib))
+    whole = artifact_from_file(path, path.name)
+    assert whole.elf is not None and whole.elf.compiler == ["GCC: (test) 1.0"]
+    from backend_packager.elf import CaptureMiss
+
+    with pytest.raises(CaptureMiss) as miss:
+        _stream_scan(path)
+    assert _stream_scan(path, capture=miss.value.ranges) == whole
