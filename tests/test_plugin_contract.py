@@ -597,3 +597,23 @@ def test_any_answer_from_the_child_is_a_plugin_info(doc: Any) -> None:
     assert isinstance(info, m.PluginInfo) and (info.captured or info.reason_code is not None)
     if info.captured:
         assert all(isinstance(p.name, str) for p in info.passes)
+
+
+def test_a_range_that_cannot_be_checked_is_recorded_with_a_warning(libs: Libs, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = plugin_wheel(tmp_path / "in", libs.plugin("good"), libtriton=None)
+    manifest = build_manifest(wheel, parse(table(triton=">=3.9"), tmp_path), tmp_path / "out")
+    (plugin,) = manifest.plugins
+    assert plugin.info is not None and plugin.info.reason_code == "no-libtriton"
+    assert plugin.contract is not None and plugin.contract.triton == ">=3.9"
+    assert f"{PLUGIN}: the declared Triton range '>=3.9' is recorded unchecked (no-libtriton" in capsys.readouterr().err
+
+
+def test_migrate_keeps_the_declaration_and_captures_again(libs: Libs, tmp_path: Path) -> None:
+    wheel = plugin_wheel(tmp_path / "in", libs.plugin("good"), libtriton=libs.stub)
+    build_manifest(wheel, parse(table(**GOOD), tmp_path), tmp_path / "built")
+    done = run_cli("migrate", str(tmp_path / "built" / wheel.name), "-o", str(tmp_path / "again"), "--drop-signature")
+    assert done.returncode == 0, done.stderr
+    (row,) = inspected(tmp_path / "again" / wheel.name)["plugins"]
+    assert row["captured"] and row["info"]["libtriton"] == LIBTRITON
+    assert row["declared"]["on_failure"] == "fail" and row["declared"]["passes"][0]["after"] == "ttgir"
