@@ -45,13 +45,14 @@ def test_init_refuses_a_non_empty_directory(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "keep.txt").write_text("mine")
     result = run_cli("init", str(tmp_path / "taken"))
-    assert result.returncode == 1
-    assert result.stderr == f"backend-packager: error: {tmp_path / 'taken'}: exists and is not an empty directory\n"
+    assert result.returncode == 2  # unusable input, as keygen on an existing key
+    assert result.stderr == (f"backend-packager: error: {tmp_path / 'taken'}: exists and is not an empty directory "
+                             "(input.exists)\n")
     assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["keep.txt"]
 
 
 def test_init_rejects_bad_names_before_writing(tmp_path: Path) -> None:
     result = run_cli("init", str(tmp_path / "new"), "--package", "not-a-package")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "not-a-package: not a valid Python package name" in result.stderr
     assert list(tmp_path.iterdir()) == []

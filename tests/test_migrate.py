@@ -401,7 +401,8 @@ def test_bad_member_is_named(legacy: dict[str, Path], key: Keypair, tmp_path: Pa
 
 
 def test_usage_errors(tmp_path: Path) -> None:
-    assert migrate(str(tmp_path / "absent.whl"), "-o", str(tmp_path)).returncode == 1
+    absent = migrate(str(tmp_path / "absent.whl"), "-o", str(tmp_path))
+    assert absent.returncode == 2 and "(input.missing)" in absent.stderr  # unusable input
     assert migrate("-o", str(tmp_path)).returncode == 2
     assert run_cli("migrate", "--help").returncode == 0
     proc = migrate(str(tmp_path), "-o", str(tmp_path / "o"), "--backend", "nonsense")
