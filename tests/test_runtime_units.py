@@ -136,7 +136,7 @@ def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.Monke
         _plugin_entry("demo-plugin", "/site/a/liba.so"), _plugin_entry("demo-plugin", "/site/a/liba.so"),
         _plugin_entry("triton", "/site/triton/plugins/libt.so"),
     )
-    plugins.hand_over([first, again, bundled], "3.3.1")
+    plugins.hand_over([first, again, bundled], "3.3.1", bundled.dist)  # the core: by its file, not its name
     assert os.environ[plugins.PLUGIN_PATHS_ENV] == "/opt/other/libp.so:/site/a/liba.so"
     assert (first.state, first.handed_over) == ("loaded", plugins.PLUGIN_PATHS_ENV)
     assert bundled.state == "discovered" and bundled.handed_over.startswith("not loaded")
