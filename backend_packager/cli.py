@@ -448,10 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="output directory (default: %(default)s, as auditwheel's)")
     migrate.add_argument("--drop-signature", action="store_true",
                          help="without --key, migrate a signed wheel anyway: its output is hash-only")
-    migrate.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY; "
-                         "without one the manifest is hash-only")
-    migrate.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
-                         help="wheels (or, for one wheel, members) processed in parallel (default: %(default)s)")
+    _add_key(migrate, "; without one the manifest is hash-only")
+    _add_jobs(migrate, "wheels (or, for one wheel, members) processed in parallel")
     migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
                          help="declare a backend explicitly (repeatable); overrides discovery")
     migrate.add_argument("--triton-package", type=python_package, metavar="NAME",
@@ -478,10 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
     adopt.add_argument("--site-packages", type=Path, metavar="DIR",
                        help="where DIST is installed (default: this interpreter's purelib directory)")
-    adopt.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY")
+    _add_key(adopt)
     adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
-    adopt.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
-                       help="files checked in parallel (default: %(default)s)")
+    _add_jobs(adopt, "files checked in parallel")
     adopt.add_argument("--json", action="store_true", help="print a JSON summary (format 1)")
     adopt.set_defaults(func=cmd_adopt)
 
@@ -498,9 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mirror.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
-    mirror.add_argument("--key", type=Path, help="Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY")
-    mirror.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
-                        help="wheels processed in parallel (default: %(default)s)")
+    _add_key(mirror)
+    _add_jobs(mirror, "wheels processed in parallel")
     mirror.add_argument("--pass-through-failures", action="store_true",
                         help="serve a wheel that cannot be migrated unchanged instead of leaving it out")
     mirror.add_argument("--no-wait", action="store_true", help="exit 2 at once if another run holds OUTDIR")
@@ -557,6 +553,17 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         _add_verbosity(command, argparse.SUPPRESS)
     return parser
+
+
+def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
+    # config.SIGNING_KEY_ENV, spelled out: importing config (tomllib) costs every command ~30 ms.
+    parser.add_argument("--key", type=Path,
+                        help=f"Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY{note}")
+
+
+def _add_jobs(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
+                        help=f"{what} (default: %(default)s)")
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
