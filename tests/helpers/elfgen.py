@@ -257,6 +257,8 @@ def elf_files(draw: st.DrawFn) -> bytes:
         overlap = draw(st.none() | st.integers(0, 256))
         sections.append(Section(f".note.{i}", SHT_NOTE, draw(note_tables()), SHF_ALLOC, offset=overlap))
     if draw(st.booleans()):
+        sections.append(Section(".decoy", SHT_PROGBITS, b"not the comment\0", SHF_STRINGS))  # precedes .comment
+    if draw(st.booleans()):
         sections.append(Section(".comment", SHT_PROGBITS, draw(st.binary(max_size=64)), SHF_STRINGS))
     for section in sections:
         section.size = draw(_mostly(st.none(), _u32, one_in=12))
