@@ -75,7 +75,7 @@ from .artifacts import artifact_from_bytes
 from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
 from .epoch import source_date_epoch
-from .errors import ElfError, InputError
+from .errors import ElfError, InputError, InstalledError
 from .migrate import Outcome, migrate_wheel, plan_migration
 from .rewrite import check_coverage
 from .signing import SigningKey, seal
@@ -89,12 +89,6 @@ MAX_METADATA_BYTES = 4 << 20
 SCRIPT_DIRS = ("bin", "Scripts")
 _SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
 _CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
-
-
-class InstalledError(TrustError):
-    """An installed file that differs from its RECORD row, or that adopt will not read."""
-
-    code_prefix = "installed"
 
 
 @dataclass(frozen=True)

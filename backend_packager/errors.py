@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from triton_backend_runtime.errors import ManifestError, TrustError
 
-__all__ = ["ConfigError", "ElfError", "FileError", "InputError", "ManifestError", "TrustError", "WheelError",
-           "from_os_error"]
+__all__ = ["ConfigError", "ElfError", "FileError", "InputError", "InstalledError", "ManifestError", "TrustError",
+           "WheelError", "from_os_error"]
 
 
 class ElfError(TrustError):
@@ -22,6 +22,12 @@ class InputError(TrustError):
     """A path given on the command line that cannot be used."""
 
     code_prefix = "input"
+
+
+class InstalledError(TrustError):
+    """An installed file that differs from its RECORD row, or that ``adopt`` will not read."""
+
+    code_prefix = "installed"
 
 
 class WheelError(TrustError):
