@@ -143,7 +143,7 @@ def test_directory_scan_fork_enforced_under_strict(venv: Venv, pascal: Path) -> 
     doctor = venv.cli("doctor", paths=(pascal,), **strict(venv))
     assert doctor.returncode == 0, doctor.stdout
     assert "triton:      triton-pascal 3.1.0 (triton.__version__ 3.1.0;" in doctor.stdout
-    assert "signed by (trusted key): " in doctor.stdout
+    assert "signed by: " in doctor.stdout and "test vendor (a trusted key)" in doctor.stdout
 
 
 def copy_site(site: Path, out: Path, edits: dict[str, bytes]) -> Path:
@@ -168,7 +168,16 @@ def test_tampered_cuobjdump_of_a_directory_scan_triton_refused_under_strict(
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("triton_backend_runtime.core.CoreRejected: triton core not verified: ")
     assert f"{site / CUOBJDUMP}: " in last and last.endswith("(verify.sha256)")
-    assert venv.cli("doctor", paths=(site,), **strict(venv)).returncode == 1
+    doctor = venv.cli("doctor", paths=(site,), **strict(venv))
+    assert doctor.returncode == 1
+    # the signer's trust apart from the reason: a trusted key, rejected for the changed file
+    assert "signatures (untrusted" not in doctor.stdout and "test vendor (a trusted key)" in doctor.stdout
+    assert f"reason: {site / CUOBJDUMP}: " in doctor.stdout
+
+
+def test_doctor_shows_trust_files_when_no_distribution_has_a_manifest(venv: Venv) -> None:
+    doctor = venv.cli("doctor", TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
+    assert f"trust files: {venv.pub}" in doctor.stdout and "no key is trusted" not in doctor.stdout
 
 
 def resign(site: Path, key: Path, dist_info: str, edits: dict[str, bytes]) -> None:

@@ -164,13 +164,13 @@ def _core_line(core: dict[str, Any] | None) -> str:
 
 
 #: How a row's signatures were judged, apart from why it was rejected (verdict.signature).
-_SIGNATURE_LABELS = {"trusted": "signed by (trusted key)", "untrusted": "signatures (untrusted key)"}
+_SIGNATURE_LABELS = {"trusted": ("signed by", " (a trusted key)"), "untrusted": ("signatures", " (not a trusted key)")}
 
 
 def _details(row: dict[str, Any]) -> None:
     if row["signers"]:
-        label = _SIGNATURE_LABELS.get(row.get("signature", ""), "signatures")
-        print(f"      {label}: {', '.join(row['signers'])}")
+        label, trust = _SIGNATURE_LABELS.get(row.get("signature") or "", ("signatures", ""))
+        print(f"      {label}: {', '.join(row['signers'])}{trust}")
     if row.get("note"):
         print(f"      note: {row['note']}")
     if row.get("coverage"):
