@@ -14,6 +14,11 @@ PyPA, INI with ``=``) are read directly, once per process: one directory listing
 distribution object ``entry_points()`` builds (6-18 ms a call). Distributions that carry a
 manifest (``.dist-info/triton_backend.dsse.json``) are found too, even without a backend
 entry point: they may ship plugin libraries.
+
+Triton itself (``Discovery.triton``) is the distribution whose RECORD lists the
+``triton/__init__.py`` that ``import triton`` would run, never the one named ``triton``:
+forks install the package under their own names, and a fork installed over ``triton``
+leaves two RECORDs claiming it (``Discovery.core_claims``, the one the file matches first).
 """
 
 from __future__ import annotations
