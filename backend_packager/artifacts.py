@@ -35,9 +35,9 @@ SPOOL_IN_MEMORY = 16 << 20
 PLAN_BYTES = 64 << 10
 #: Files at least this big are hashed in a thread beside the scan.
 HASH_IN_THREAD = 1 << 20
-#: Bytes per read in that thread. Large: each read and each hash update gives up the GIL
-#: and must wait for it back (up to the 5 ms switch interval) while the scan holds it.
+#: Bytes per read in that thread while the scan runs (see _Hasher), and once it is alone.
 HASH_CHUNK = 16 << 20
+HASH_STEP = 256 << 10
 
 Range = tuple[int, int]
 
@@ -228,17 +228,26 @@ def artifact_from_file(file: Path, path: str, *, require_elf: bool = False) -> A
 
 
 class _Hasher:
-    """sha256 of an open file by ``pread``: in a thread for big files, inline for small ones."""
+    """sha256 of an open file by ``preadv``: in a thread for big files, inline for small ones.
+
+    While the scan runs beside it, the thread reads HASH_CHUNK at a time: every read and
+    every update gives up the GIL and waits for it back (up to the 5 ms switch interval)
+    while the scan holds it, so few, large steps. Once :meth:`result` waits for it, it reads
+    HASH_STEP at a time instead: blocks that stay in the CPU cache between the copy and the
+    hash, as ``openssl dgst`` does, cost a third less CPU than blocks that go through memory.
+    """
 
     def __init__(self, fd: int, size: int) -> None:
         self._fd = fd
         self._hash = hashlib.sha256()
         self._error: OSError | None = None
         self._thread: threading.Thread | None = None
+        self._alone = False  # set by result(): nothing else runs Python now
         if size >= HASH_IN_THREAD:
             self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
             self._thread.start()
         else:
+            self._alone = True
             self._run()
 
     def _run(self) -> None:
@@ -246,13 +255,14 @@ class _Hasher:
         view = memoryview(buffer)
         offset = 0
         try:
-            while count := os.preadv(self._fd, [buffer], offset):
+            while count := os.preadv(self._fd, [view[: HASH_STEP if self._alone else HASH_CHUNK]], offset):
                 self._hash.update(view[:count])
                 offset += count
         except OSError as exc:
             self._error = exc
 
     def result(self) -> str:
+        self._alone = True
         if self._thread is not None:
             self._thread.join()
         if self._error is not None:
