@@ -1,0 +1,118 @@
+"""Who owns Triton's files, without the Triton wheel: the core found by the RECORD that lists
+the imported ``triton/__init__.py`` (whatever the distribution's name), and files claimed by
+two RECORDs (``conflict.files``). Installed trees are written as pip leaves them, with real
+RECORD rows (PEP 376: ``path,sha256=<urlsafe b64, no padding>,size``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from triton_backend_runtime import discovery, ownership
+from triton_backend_runtime.discovery import core_version, discover, record_row, record_row_matches
+
+
+def row(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def install(site: Path, name: str, version: str, files: dict[str, bytes], *, write: bool = True) -> Path:
+    """``name``'s dist-info with a RECORD of ``files``; the files written only when ``write``
+    (a distribution installed earlier, whose files were since overwritten, keeps its RECORD)."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+    rows = [row(path, data) for path, data in files.items()]
+    (info / "RECORD").write_text("\n".join([*rows, f"{info.name}/RECORD,,"]) + "\n")
+    for path, data in files.items() if write else ():
+        target = site / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return info
+
+
+UPSTREAM = {"triton/__init__.py": b"__version__ = '3.9.0'\n", "triton/language.py": b"x = 1\n"}
+FORK = {"triton/__init__.py": b"__version__ = \"3.7.4+fb\"\n", "triton/language.py": b"x = 2\n",
+        "triton/fork_only.py": b""}
+
+
+def test_the_core_is_the_distribution_whose_record_lists_the_file(tmp_path: Path) -> None:
+    install(tmp_path, "vendor-gpu-triton", "3.7.4", FORK)
+    found = discover([str(tmp_path)], in_tree=False)
+    assert found.triton is not None and found.triton.name == "vendor-gpu-triton"
+    assert core_version(found.triton) == "3.7.4+fb"
+    assert found.triton in found.distributions  # reported, though it declares no backend
+
+
+def test_a_name_unlike_triton_is_found_too(tmp_path: Path) -> None:
+    install(tmp_path, "acme-compiler", "1.0", UPSTREAM)
+    install(tmp_path, "triton-helpers", "0.1", {"triton_helpers/__init__.py": b""})
+    found = discover([str(tmp_path)], in_tree=False)
+    assert found.triton is not None and found.triton.name == "acme-compiler"
+
+
+def test_a_fork_installed_over_triton_owns_the_file_on_disk(tmp_path: Path) -> None:
+    install(tmp_path, "triton", "3.9.0", UPSTREAM)
+    install(tmp_path, "fbtriton", "3.7.4", FORK)  # installed last: its bytes are on disk
+    found = discover([str(tmp_path)], in_tree=False)
+    assert [d.name for d in found.core_claims] == ["fbtriton", "triton"]
+    overlap = ownership.core_overlap(found.core_claims)
+    assert overlap is not None and overlap.shared == ("triton/__init__.py", "triton/language.py")
+    assert overlap.on_disk is found.core_claims[0]
+    text = overlap.describe()
+    assert text.startswith("fbtriton 3.7.4 and triton 3.9.0 both own 2 file(s) (e.g. triton/__init__.py)")
+    assert "pip install --force-reinstall --no-deps triton==3.9.0" in text
+    assert overlap.reason("x").code == "conflict.files"
+
+
+def test_without_a_record_no_core_is_claimed(tmp_path: Path) -> None:
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_bytes(b"")
+    assert discover([str(tmp_path)], in_tree=False).triton is None
+
+
+def test_record_row_matches_checks_size_then_sha256(tmp_path: Path) -> None:
+    file = tmp_path / "f.py"
+    file.write_bytes(b"abc")
+    assert record_row_matches(row("f.py", b"abc"), str(file))
+    assert not record_row_matches(row("f.py", b"abd"), str(file))  # same size, other bytes
+    assert not record_row_matches(row("f.py", b"abcd"), str(file))
+    assert not record_row_matches("f.py,md5=abc,3", str(file))
+    assert not record_row_matches("f.py,sha256=x,99999999999999999999", str(file))
+    assert not record_row_matches(row("f.py", b"abc"), str(tmp_path / "missing.py"))
+
+
+def test_a_huge_init_is_read_no_further_than_the_bound(tmp_path: Path) -> None:
+    install(tmp_path, "triton", "3.9.0", {"triton/__init__.py": b"#" * (1 << 20) + b"\n__version__ = '9'\n"})
+    found = discover([str(tmp_path)], in_tree=False)
+    assert found.triton is not None and core_version(found.triton) is None
+
+
+_PATHS = st.text(alphabet="abt/_.,\r\"", min_size=1, max_size=12)
+
+
+@given(lines=st.lists(st.text(alphabet="abt/_.,=\"\r", max_size=20), max_size=12), path=_PATHS)
+def test_record_row_is_the_first_row_of_that_path(lines: list[str], path: str) -> None:
+    text = "\n".join(lines)
+    expected = next((line.rstrip("\r") for line in text.split("\n") if line.startswith(path + ",")), None)
+    assert record_row(text, path) == expected
+
+
+@given(a=st.dictionaries(st.sampled_from(["p/a.py", "p/b.py", "q/c.py", "x.dist-info/M", "p/__pycache__/a.pyc"]),
+                         st.binary(max_size=4), max_size=5),
+       b=st.dictionaries(st.sampled_from(["p/a.py", "p/b.py", "q/c.py", "x.dist-info/M"]),
+                         st.binary(max_size=4), max_size=5))
+def test_overlap_is_the_shared_installed_files(a: dict[str, bytes], b: dict[str, bytes]) -> None:
+    first = discovery.Distribution("a", "1", "/nowhere/a-1.dist-info", "/nowhere")
+    second = discovery.Distribution("b", "1", "/nowhere/b-1.dist-info", "/nowhere")
+    rows_a = {p: row(p, d).partition(",")[2] for p, d in a.items() if not p.endswith(("/M", ".pyc"))}
+    rows_b = {p: row(p, d).partition(",")[2] for p, d in b.items() if not p.endswith("/M")}
+    overlap = ownership.compare(first, rows_a, second, rows_b)
+    shared = sorted(set(rows_a) & set(rows_b))
+    assert (overlap.shared if overlap else ()) == tuple(shared)
+    if overlap is not None:
+        assert overlap.on_disk is None  # nothing is installed under /nowhere: neither matches
