@@ -337,3 +337,18 @@ def test_capture_plan_stays_within_the_scan_budget() -> None:
         return any(a <= lo and hi <= b for a, b in ranges)
 
     assert kept(0, 64 + 56 * len(phdrs)) and kept(1 << 41, (1 << 41) + 40 * 64)  # the headers come first
+
+
+def test_many_pyinit_exports_are_found_in_one_pass(tmp_path: Path) -> None:
+    """1,000 PyInit_* among 5,000 exports: the summarised table keeps each with its own
+    .dynsym entry (the first, for a name exported twice), found without a search per name."""
+    names = [b"PyInit_m%04d" % i for i in range(elftables.PYINIT_LIMIT - 24)] + [b"sym_%d" % i for i in range(4000)]
+    lib = elfgen.library([*names, b"PyInit_m0000"])  # a duplicate: the first entry is kept
+    lib.sections[0].data = lib.sections[0].data[:-24] + elfgen.sym(1, elfgen.STB_WEAK << 4 | elfgen.STT_FUNC, 7)
+    path = tmp_path / "libmany.so"
+    path.write_bytes(elfgen.build(lib))
+    info = scan(path)
+    assert not info.exports.complete and info.exports.count == len(names) + 1
+    assert info.python_extension[:2] == ["m0000", "m0000"] and len(info.python_extension) == len(names) - 4000 + 1
+    kept = {s.name: s.binding for s in info.exports.symbols}
+    assert len(kept) == elftables.PYINIT_LIMIT - 24 and kept["PyInit_m0000"] == "GLOBAL"
