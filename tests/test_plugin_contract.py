@@ -491,8 +491,10 @@ def test_utlx_installed_beside_triton_390_is_refused_before_dlopen(venv: Any, tm
     result = run_in_venv(venv, site)
     (row,) = [p for p in result["plugins"] if p["distribution"] == "triton-utlx"]
     assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", ""), row
-    # its METADATA requires triton~=3.8.0 too: the distribution's own requirement is the first reason
-    assert row["reason"]["code"] == "verify.triton" and "~=3.8.0" in row["reason"]["message"], row["reason"]
+    # what the library said at build time is the reason; its METADATA's triton~=3.8.0 agrees
+    assert row["reason"]["code"] == "verify.plugin-triton", row["reason"]
+    message = row["reason"]["message"]
+    assert "3.8.0+gitc01b6774" in message and "installed is 3.9.0" in message and "verify.triton" in message
     assert row["contract"]["built_for"] == "3.8.0+gitc01b6774" and len(row["contract"]["passes"]) == 20
     assert result["mapped"] == []  # never dlopen'ed
     doctor = venv.cli("doctor", paths=(site,), TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub)).stdout

@@ -520,8 +520,9 @@ def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
     return asdict(terms) if terms else None
 
 
-#: Rejections that a plugin built for another Triton explains (its contract is then the reason).
-_SYMPTOMS = ("verify.symbols", "verify.libtriton")
+#: Rejections that a plugin built for another Triton explains or repeats (its own contract is
+#: then its reason: the distribution's Triton requirement, missing libtriton symbols).
+_SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
 
 
 def _registrations_repeat(plugins: list[PluginEntry]) -> bool:
