@@ -225,9 +225,10 @@ class _Copier:
         try:
             self._stream(member, sink, write_at, where)
             return self._result(member, sink, where)
-        except CaptureMiss:
-            # Rare layouts put a needed section outside the captured ranges: read it again, whole.
-            full = ArtifactSink(member.name, where, sparse=False)
+        except CaptureMiss as miss:
+            # Rare layouts put a needed section outside the planned ranges: read it again,
+            # keeping exactly the ranges the scan asked for.
+            full = ArtifactSink(member.name, where, capture=miss.ranges)
             try:
                 self._stream(member, full, None, where)
                 return self._result(member, full, where)
