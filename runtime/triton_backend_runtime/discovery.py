@@ -253,16 +253,17 @@ def record_row(text: str, wheel_path: str) -> str | None:
     return text[start: end if end >= 0 else len(text)].rstrip("\r")
 
 
-def record_row_matches(row: str, path: str) -> bool:
+def record_row_matches(row: str, path: str, limit: int = 16 << 20) -> bool:
     """Whether the file at ``path`` is the one a RECORD row describes: the size first (a stat),
-    then the sha256 (PEP 376 urlsafe base64, no padding), read no further than that size."""
+    then the sha256 (PEP 376 urlsafe base64, no padding), read no further than that size
+    (a file above ``limit`` bytes is not read: no match)."""
     import base64
     import hashlib
 
     _, hash_field, size = (row.rsplit(",", 2) + ["", ""])[:3]
     algorithm, _, digest = hash_field.partition("=")
     try:
-        if not size.isdigit() or os.stat(path).st_size != int(size) or algorithm != "sha256":
+        if not size.isdigit() or int(size) > limit or os.stat(path).st_size != int(size) or algorithm != "sha256":
             return False
     except OSError:
         return False

@@ -25,6 +25,8 @@ from .verdict import Reason, reason_of
 
 #: Shared files whose rows differ that are compared with the disk, at most: a few decide it.
 MAX_COMPARED = 16
+#: Files bigger than this are not hashed to decide it (libtriton.so is ~400 MB).
+MAX_HASHED_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -111,14 +113,21 @@ def compare(a: Distribution, a_rows: dict[str, str], b: Distribution, b_rows: di
     shared = sorted(set(a_rows) & set(b_rows))
     if not shared:
         return None
-    differing = [p for p in shared if a_rows[p] != b_rows[p]][:MAX_COMPARED]
+    # the smallest differing files first: a few decide it, and none is hashed above the cap
+    differing = sorted((p for p in shared if a_rows[p] != b_rows[p]), key=lambda p: _size(a_rows[p]))
     votes = {"a": 0, "b": 0}
-    for path in differing:
+    for path in [p for p in differing if _size(a_rows[p]) <= MAX_HASHED_BYTES][:MAX_COMPARED]:
         installed = os.path.join(a.root, *path.split("/"))
         votes["a"] += record_row_matches(f"{path},{a_rows[path]}", installed)
         votes["b"] += record_row_matches(f"{path},{b_rows[path]}", installed)
     on_disk = a if votes["a"] > votes["b"] else b if votes["b"] > votes["a"] else None
     return Overlap(a, b, tuple(shared), on_disk)
+
+
+def _size(rest: str) -> int:
+    """The size field of a RECORD row's remainder (``sha256=...,SIZE``); huge when unreadable."""
+    size = rest.rpartition(",")[2]
+    return int(size) if size.isdigit() and len(size) < 16 else 1 << 62
 
 
 def core_overlap(claims: list[Distribution]) -> Overlap | None:
