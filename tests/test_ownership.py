@@ -83,6 +83,8 @@ def test_record_row_matches_checks_size_then_sha256(tmp_path: Path) -> None:
     assert not record_row_matches(row("f.py", b"abcd"), str(file))
     assert not record_row_matches("f.py,md5=abc,3", str(file))
     assert not record_row_matches("f.py,sha256=x,99999999999999999999", str(file))
+    assert not record_row_matches("f.py,sha256=x," + "9" * 5000, str(file))  # no int() of 5000 digits
+    assert not record_row_matches("f.py,sha256=x,\u0663", str(file))  # a digit, but not ASCII
     assert not record_row_matches(row("f.py", b"abc"), str(tmp_path / "missing.py"))
 
 

@@ -262,8 +262,10 @@ def record_row_matches(row: str, path: str, limit: int = 16 << 20) -> bool:
 
     _, hash_field, size = (row.rsplit(",", 2) + ["", ""])[:3]
     algorithm, _, digest = hash_field.partition("=")
+    if algorithm != "sha256" or not (size.isascii() and size.isdigit()) or len(size) > 15 or int(size) > limit:
+        return False
     try:
-        if not size.isdigit() or int(size) > limit or os.stat(path).st_size != int(size) or algorithm != "sha256":
+        if os.stat(path).st_size != int(size):
             return False
     except OSError:
         return False
