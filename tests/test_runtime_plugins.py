@@ -107,10 +107,11 @@ def test_real_plugin_handed_over_with_extend_with(
     assert refused["mapped"] == [] and refused["add_plugin"] is False
 
 
-def test_plugin_triton_refuses_fails_without_breaking_import(
+def test_plugin_built_for_another_triton_is_refused_before_dlopen(
     venv: Venv, elf_files: ElfFixtures, tmp_path: Path
 ) -> None:
-    """Verified, but Triton's extend_with refuses it (it is built for Triton 3.8.0)."""
+    """Built for Triton 3.8.0: Triton's extend_with would refuse it only after dlopen. Its
+    tritonGetPluginInfo, captured when it was migrated, says so, and it is refused unloaded."""
     data = elf_files.plugin_shared.read_bytes().replace(b"3.9.0\0", b"3.8.0\0")
     assert data != elf_files.plugin_shared.read_bytes()
     legacy = write_wheel(tmp_path / "legacy", "old-plugin", "1.0", {"old_plugin/__init__.py": b"",
@@ -118,8 +119,9 @@ def test_plugin_triton_refuses_fails_without_breaking_import(
     pip_install(venv.python, migrate(legacy, tmp_path / "signed", venv.key), tmp_path / "site")
     result = venv.json(OBSERVE, tmp_path / "site", TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
     row = _plugin(result, "old-plugin")
-    assert (row["trust"], row["state"]) == ("verified", "failed")
-    assert row["reason"]["code"] == "load.plugin" and "Wrong TRITON version" in row["reason"]["message"]
+    assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", "")
+    assert row["reason"]["code"] == "verify.plugin-triton" and "built for Triton 3.8.0" in row["reason"]["message"]
+    assert result["mapped"] == []
 
 
 def test_plugins_exporting_one_strong_symbol(
