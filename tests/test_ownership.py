@@ -9,7 +9,8 @@ import base64
 import hashlib
 from pathlib import Path
 
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from triton_backend_runtime import discovery, ownership
 from triton_backend_runtime.discovery import core_version, discover, record_row, record_row_matches
@@ -118,3 +119,18 @@ def test_overlap_is_the_shared_installed_files(a: dict[str, bytes], b: dict[str,
     assert (overlap.shared if overlap else ()) == tuple(shared)
     if overlap is not None:
         assert overlap.on_disk is None  # nothing is installed under /nowhere: neither matches
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record=st.binary(max_size=300))
+def test_a_hostile_record_never_breaks_discovery(record: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    site = tmp_path_factory.mktemp("hostile")
+    (site / "triton").mkdir()
+    (site / "triton" / "__init__.py").write_bytes(b"")
+    info = site / "triton-9.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_bytes(b"triton/__init__.py,sha256=x," + record)
+    found = discover([str(site)], in_tree=False)
+    assert found.triton is None or found.triton.dist_info == str(info)
+    for dist in found.core_claims:
+        ownership.overlaps_of(dist)
