@@ -166,11 +166,21 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
     sections, names_index = _section_table(stream, head, path, size, available)
     plan = _plan(sections, names_index, path, size)
     read = _Reader(stream, available)
-    names = read(plan.names) if plan.names is not None and read.has(plan.names.extent) else b""
+    # In a sparse capture the section names are usually absent, and .comment is a guess
+    # (see _comment_section): a guess that fails its checks asks the second pass, which
+    # knows the names, rather than failing a file the whole-file scan would accept.
+    guessed = plan.names is not None and not read.has(plan.names.extent)
+    names = read(plan.names) if plan.names is not None and not guessed else b""
     comment = _comment_section(sections, names)
-    _check_section(comment, ".comment", TABLE_LIMIT, "TABLE_LIMIT", path, size)
+    try:
+        _check_section(comment, ".comment", TABLE_LIMIT, "TABLE_LIMIT", path, size)
+    except ElfError:
+        if not guessed:
+            raise
+        comment = None
     plan.sections["comment"] = comment
-    _check_captured(plan, sections, head, path, available, names_known=bool(names))
+    _check_captured(plan, sections, head, path, available, names_known=not guessed,
+                    force=guessed and comment is None)
     tables = elftables.Tables(
         **{key: read(section) for key, section in plan.sections.items()},
         verneed_count=_info(plan.sections["verneed"]),
@@ -311,7 +321,7 @@ def _comment_section(sections: list[_Section], names: bytes) -> _Section | None:
 
 
 def _check_captured(plan: _Plan, sections: list[_Section], head: bytes, path: str, available: list[Range] | None,
-                    names_known: bool) -> None:
+                    names_known: bool, force: bool = False) -> None:
     """With a sparse capture, raise CaptureMiss listing every range the scan needs.
 
     Without the section names, .comment was guessed (see :func:`_comment_section`); the
@@ -322,7 +332,7 @@ def _check_captured(plan: _Plan, sections: list[_Section], head: bytes, path: st
         return
     needed = [s.extent for s in plan.sections.values() if s is not None and s.type != SHT_NOBITS]
     needed += plan.notes
-    if all(_covered(extent, available) for extent in needed):
+    if not force and all(_covered(extent, available) for extent in needed):
         return
     shoff = _EHDR.unpack(head)[6]
     table = [(shoff, shoff + max(len(sections), 1) * _SHDR.size)] if shoff else []

@@ -352,3 +352,23 @@ def test_many_pyinit_exports_are_found_in_one_pass(tmp_path: Path) -> None:
     assert info.python_extension[:2] == ["m0000", "m0000"] and len(info.python_extension) == len(names) - 4000 + 1
     kept = {s.name: s.binding for s in info.exports.symbols}
     assert len(kept) == elftables.PYINIT_LIMIT - 24 and kept["PyInit_m0000"] == "GLOBAL"
+
+
+def test_a_failed_comment_guess_asks_the_second_pass() -> None:
+    """Captured: every table but the section names. The guessed .comment (a string section
+    whose size runs past the file) fails its checks: that asks for a second pass, which
+    finds .comment by name, as the whole-file scan does, instead of failing the file."""
+    import io
+    import struct
+
+    lib = elfgen.library([b"f"], program_headers=False)
+    lib.sections += [elfgen.Section(".decoy", elfgen.SHT_PROGBITS, b"decoy\0", elfgen.SHF_STRINGS, size=1 << 20),
+                     elfgen.Section(".comment", elfgen.SHT_PROGBITS, b"GCC: (test) 1.0\0", elfgen.SHF_STRINGS)]
+    data = elfgen.build(lib)
+    whole = scan_elf(io.BytesIO(data), "x")
+    assert whole.compiler == ["GCC: (test) 1.0"]
+    shoff, shstrndx = struct.unpack_from("<Q", data, 40)[0], struct.unpack_from("<H", data, 62)[0]
+    names_at = struct.unpack_from("<Q", data, shoff + 64 * shstrndx + 24)[0]
+    with pytest.raises(elf.CaptureMiss) as miss:
+        scan_elf(io.BytesIO(data), "x", size=len(data), available=[(0, names_at), (shoff, len(data))])
+    assert scan_elf(io.BytesIO(data), "x", size=len(data), available=miss.value.ranges) == whole
