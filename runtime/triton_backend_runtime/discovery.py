@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .layout import BACKENDS_GROUP as BACKENDS_GROUP
@@ -178,23 +179,34 @@ def _inspect(dist_info: str, name: str, version: str, root: str, order: int, *, 
 def core_root(path: list[str]) -> tuple[int, str] | None:
     """The ``sys.path`` entry (index, directory) ``import triton`` imports from: the first
     holding ``triton/__init__.py`` (the path finder's rule for a regular package)."""
+    return next(_core_roots(path), None)
+
+
+def _core_roots(path: list[str]) -> Iterator[tuple[int, str]]:
     for order, entry in enumerate(path):
         root = entry or "."
         if os.path.isfile(os.path.join(root, *CORE_INIT.split("/"))):
-            return order, root
-    return None
+            yield order, root
 
 
 def _core_claims(path: list[str], dists: list[Distribution]) -> list[Distribution]:
     """The distributions whose RECORD (PEP 376) lists the ``triton/__init__.py`` that is
     imported, the one the file on disk matches first. Forks install the package under other
     names (``triton-pascal``, ``fbtriton``, ...), so ownership is read from the RECORDs, never
-    assumed from a name; RECORDs of distributions named like Triton are read first, the
-    others only when none of those claims the file (one read per RECORD, bounded)."""
-    found = core_root(path)
-    if found is None:
-        return []
-    order, root = found
+    assumed from a name. When no RECORD claims the imported file (a copy in the working
+    directory shadows the install), the first claimed one further along ``sys.path``: its
+    ``libtriton.so`` is what backends are checked against, and the core check (:mod:`.core`)
+    refuses the shadowing copy."""
+    for order, root in _core_roots(path):
+        claims = _claims_in(root, order, dists)
+        if claims:
+            return claims
+    return []
+
+
+def _claims_in(root: str, order: int, dists: list[Distribution]) -> list[Distribution]:
+    """In one ``sys.path`` entry: RECORDs of distributions named like Triton are read first,
+    the others only when none of those claims the file (one bounded read per RECORD)."""
     try:
         infos = sorted(n for n in os.listdir(root) if n.endswith(".dist-info"))
     except OSError:
