@@ -500,11 +500,12 @@ def test_triton_shadowed_from_the_working_directory(case: Case) -> None:
 
 
 def test_triton_shadowed_by_a_legacy_install(case: Case) -> None:
-    """The shadow has its own dist-info: it is the triton discovery sees, and no manifest
-    vouches for it (core.core_reason's last rule)."""
+    """The shadow has a dist-info named triton, without a RECORD: no installed distribution
+    owns the file about to run (the core is found by its RECORD, not by a name), so the
+    verified triton further along sys.path is shadowed."""
     init = _shadow(case.dir / "shadow", dist_info=True)
     result = case.outcome(paths=(case.dir / "shadow",))
-    assert_refused(result, "policy.not-verified", init, rejected=False)
+    assert_refused(result, "verify.shadowed", init, rejected=False)
     assert "SHADOW RAN" not in result["stderr"]
 
 
