@@ -1502,6 +1502,20 @@ def test_plugin_registration_conflict(kind: str, code: str) -> None:
     assert (excluded.key, f"conflict.{excluded.code}") == (1, code) and "a-plugin 1.0" in excluded.detail
 
 
+def test_one_plugin_under_two_names_in_one_distribution_is_no_conflict() -> None:
+    """triton 3.9.0 ships libMLIRDialectPlugin.so and .so.24.0git, one library copied (a wheel
+    holds no symlinks): both stay admitted. The same claims from another distribution clash."""
+    from triton_backend_runtime.conflicts import Claim, resolve
+
+    def claim(key: int, path: str, dist: str) -> Claim:
+        return Claim(key, path, "verified", key, dist, f"{dist} 3.9.0", passes=("plugingpu_conversion",),
+                     dialects=("plugin",))
+
+    assert resolve([], [claim(0, "libP.so", "triton"), claim(1, "libP.so.24.0git", "triton")]) == []
+    (excluded,) = resolve([], [claim(0, "libP.so", "triton"), claim(1, "libQ.so", "fork")])
+    assert (excluded.key, excluded.code) == (1, "pass")
+
+
 def test_required_plugin_stops_compilation() -> None:
     from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook
 

@@ -13,6 +13,11 @@ and why; the registry only applies the answer.
 * Plugin libraries registering one pass, dialect or op name (as their captured
   ``tritonGetPluginInfo`` says): Triton's registries are keyed by name, so the best loads
   (``conflict.pass``, ``conflict.dialect``, ``conflict.op``).
+
+Two libraries of one distribution that claim exactly the same (the same exports, passes,
+dialects and ops) are one library under two names, not a conflict: a wheel cannot hold a
+symlink, so ``libX.so`` beside ``libX.so.24.0git`` is a copy (triton 3.9.0's bundled
+``libMLIRDialectPlugin``). Both stay admitted; whichever Triton is handed loads.
 """
 
 from __future__ import annotations
@@ -96,6 +101,12 @@ def _registered(kind: str, field: str) -> Callable[[list[Claim]], list[Exclusion
     return step
 
 
+def _same_library(a: Claim, b: Claim) -> bool:
+    """One distribution's copy of one plugin under a second name (see the module docstring)."""
+    return (a.dist_key == b.dist_key and a.exports == b.exports and a.passes == b.passes
+            and a.dialects == b.dialects and a.ops == b.ops)
+
+
 def _first_wins(claims: list[Claim], code: str, keys: Callable[[Claim], tuple[str, ...]],
                 detail: Callable[[str, Claim], str]) -> list[Exclusion]:
     """In rank order, a claim that takes no key already taken keeps all of its keys; one
@@ -103,7 +114,7 @@ def _first_wins(claims: list[Claim], code: str, keys: Callable[[Claim], tuple[st
     owner: dict[str, Claim] = {}
     out = []
     for claim in sorted(claims, key=Claim.rank):
-        taken = [k for k in keys(claim) if k in owner]
+        taken = [k for k in keys(claim) if k in owner and not _same_library(claim, owner[k])]
         if taken:
             out.append(Exclusion(claim.key, code, detail(taken[0], owner[taken[0]])))
             continue
