@@ -531,7 +531,9 @@ def test_real_mirror_pip_installs_and_doctor_verifies_under_strict(
     for backend in ("amd", "nvidia"):
         assert f"{backend:<10} triton {triton}  [verified, loaded" in text, text
     assert plugin is None or plugin in text, text
-    assert f"signed by (trusted key): {doc['keyid']} mirror-one" in text, text
+    assert f"signed by: {doc['keyid']} mirror-one (a trusted key)" in text, text
+    # triton 3.8.0 has no extend_with: a plugin found after libtriton loaded cannot be handed over.
+    assert plugin is not None or (doctor.returncode == 0 and text.rstrip().endswith("OK")), text
 
 
 @pytestmark_real
