@@ -128,6 +128,8 @@ def _add_plugin_path(path: str) -> None:
 def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> None:
     """The installed Triton against what the plugin was built for and what its vendor
     declared (``verify.plugin-triton``, ``verify.plugin-range``); nothing is loaded."""
+    if _same_plain_release(terms, triton_version):
+        return  # the common case (Triton's own bundled plugins): no version parsing at import
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
@@ -151,6 +153,16 @@ def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> N
     if terms.triton and not declared.contains(installed, prereleases=True):
         raise VerifyError("plugin-range", where, f"plugin {terms.name or ''} declares Triton {terms.triton}; "
                           f"installed is {triton_version}")
+
+
+def _same_plain_release(terms: PluginTerms, triton_version: str | None) -> bool:
+    """Built for exactly the installed release (local ``+git...`` parts aside), both plain
+    dotted numbers, and no declared range: the full check would pass, without importing
+    ``packaging`` (4 ms of a warm import)."""
+    if terms.triton or terms.built_for is None or not triton_version:
+        return False
+    built, installed = terms.built_for.split("+", 1)[0], triton_version.split("+", 1)[0]
+    return built == installed and all(part.isascii() and part.isdigit() for part in built.split("."))
 
 
 def _release(version: str) -> tuple[int, ...] | None:
