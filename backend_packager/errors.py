@@ -6,7 +6,7 @@ They share :class:`triton_backend_runtime.errors.TrustError` with the runtime, s
 
 from __future__ import annotations
 
-from triton_backend_runtime.errors import ManifestError, TrustError
+from triton_backend_runtime.errors import FileError, ManifestError, TrustError, from_os_error
 
 __all__ = ["ConfigError", "ElfError", "FileError", "InputError", "InstalledError", "ManifestError", "TrustError",
            "WheelError", "from_os_error"]
@@ -40,21 +40,3 @@ class ConfigError(TrustError):
     """Bad ``[tool.backend-packager]`` configuration."""
 
     code_prefix = "config"
-
-
-class FileError(TrustError):
-    """An operating system error on a file: no space, read-only, too big, permission...
-
-    The code is the errno's name (``file.enospc``, ``file.erofs``, ``file.eacces``), so a
-    script can tell a full disk from a missing file without parsing the message."""
-
-    code_prefix = "file"
-
-
-def from_os_error(exc: OSError, path: object = None) -> FileError:
-    """``exc`` as a :class:`FileError` about ``path`` (default: the file the OS named)."""
-    import errno
-
-    name = errno.errorcode.get(exc.errno or 0, "oserror").lower()
-    where = path if path is not None else (exc.filename if exc.filename is not None else "-")
-    return FileError(name, str(where), exc.strerror or str(exc))

@@ -23,8 +23,6 @@ The checks are pure functions returning findings; the CLI only formats them.
 from __future__ import annotations
 
 import hashlib
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -44,7 +42,16 @@ from triton_backend_runtime.trust import TrustStore
 
 from . import entrypoints, records
 from .elf import ELF_MAGIC
-from .wheelfile import MAX_MEMBER_SIZE, WheelArchive, WheelName, manifest_member, normalize_name
+from .wheelfile import (
+    MAX_MEMBER_SIZE,
+    ZIP_ERRORS,
+    WheelArchive,
+    WheelName,
+    describe,
+    manifest_member,
+    normalize_name,
+)
+from .wheelfile import Member as WheelMember
 
 CHUNK = 1 << 20
 
@@ -136,10 +143,10 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
 def read_wheel(path: Path) -> Wheel:
     """Read through :class:`WheelArchive` (its safety checks included), hashing every member
     only when there is a manifest to check them against: no manifest is said at once."""
-    with WheelArchive(path, check_name=False) as archive, zipfile.ZipFile(path) as zf:
+    with WheelArchive(path, check_name=False) as archive:
         envelope = archive.read(manifest_member(archive.dist_info))
-        members = {info.filename: _hash_member(zf, info, path) for info in zf.infolist()
-                   if not info.is_dir() and envelope is not None}
+        members = {m.name: _hash_member(archive, m) for m in archive.members
+                   if not m.is_dir and envelope is not None}
         return Wheel(
             file_name=path.name,
             dist_info=archive.dist_info,
@@ -152,25 +159,26 @@ def read_wheel(path: Path) -> Wheel:
         )
 
 
-def _hash_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> Member:
+def _hash_member(archive: WheelArchive, member: WheelMember) -> Member:
+    """One member hashed through the archive already checked (its central directory is not
+    parsed a second time)."""
     from .errors import WheelError
 
-    where = f"{path}!{info.filename}"
-    if info.file_size > MAX_MEMBER_SIZE:
-        raise WheelError("zip-bomb", where, f"declares {info.file_size} bytes: refusing")
+    where = archive.where(member.name)
+    if member.file_size > MAX_MEMBER_SIZE:
+        raise WheelError("zip-bomb", where, f"declares {member.file_size} bytes: refusing")
     digest = hashlib.sha256()
     try:
-        with archive.open(info) as stream:  # zipfile checks the CRC and the size at the end
+        with archive.open_member(member.name) as stream:  # zipfile checks the CRC and size at the end
             head = stream.read(len(ELF_MAGIC))
             digest.update(head)
             size = len(head)
             while chunk := stream.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError,
-            RuntimeError) as exc:
+    except ZIP_ERRORS as exc:
         # zipfile's words for a corrupt member: each one is this member's problem.
-        raise WheelError("corrupt", where, f"cannot read member: {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise WheelError("corrupt", where, f"cannot read member: {describe(exc)}") from None
     return Member(digest.hexdigest(), size, head == ELF_MAGIC)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
+from typing import IO, BinaryIO
 
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
@@ -235,7 +236,12 @@ class WheelArchive:
             return self._zip.read(info)
         except ZIP_ERRORS as exc:
             # zipfile raises each of these for some corrupt member: every one is this member's problem.
-            raise WheelError("member", self.where(name), f"cannot read member: {_short(exc)}") from None
+            raise WheelError("member", self.where(name), f"cannot read member: {describe(exc)}") from None
+
+    def open_member(self, name: str) -> IO[bytes]:
+        """A stream of one member's bytes, for reading in chunks (zipfile checks its CRC and
+        size at the end); its exceptions are the caller's to map (:data:`ZIP_ERRORS`)."""
+        return self._zip.open(name)
 
     def _text(self, leaf: str) -> str:
         name = f"{self.dist_info}/{leaf}"
@@ -291,7 +297,7 @@ class WheelArchive:
         return entrypoints.parse(text, self.where(name))
 
 
-def _short(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     """An exception as one bounded line: its class, then its message."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
@@ -300,11 +306,6 @@ def _short(exc: BaseException) -> str:
 #: What zipfile raises for one malformed archive or member: each is that input's problem.
 ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, NotImplementedError, RuntimeError,
               UnicodeDecodeError, struct.error, OverflowError)
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as one bounded line: its class, then its message."""
-    return _short(exc)
 
 
 def read_end(path: Path, display: str) -> tuple[zipformat.End, int]:
@@ -340,7 +341,7 @@ def open_zip(path: Path, display: str, *, checked: bool = False) -> zipfile.ZipF
         raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
     except ZIP_ERRORS as exc:
         # Each is zipfile's word for a malformed central directory (a bad UTF-8 name, a bad extra...).
-        raise WheelError("not-zip", display, f"not a zip file, or corrupt ({_short(exc)})") from None
+        raise WheelError("not-zip", display, f"not a zip file, or corrupt ({describe(exc)})") from None
 
 
 def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
@@ -359,7 +360,7 @@ def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
             if m.header_offset < previous_end:
                 raise WheelError("overlap", where(m.name), "member overlaps the one before it")
             stream.seek(m.header_offset)
-            data_offset = _check_local(stream.read(zipformat.LOCAL_HEADER.size + 0xFFFF), m, where(m.name))
+            data_offset = _check_local(stream, m, where(m.name))
             previous_end = data_offset + m.compress_size
             placed[m.name] = dataclasses.replace(m, data_offset=data_offset)
     if previous_end > directory_at:
@@ -367,15 +368,17 @@ def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
     return [placed[m.name] for m in members]
 
 
-def _check_local(raw: bytes, m: Member, where: str) -> int:
-    """The local header at the start of ``raw`` checked against ``m``; the data offset."""
+def _check_local(stream: BinaryIO, m: Member, where: str) -> int:
+    """The local header at ``stream``'s position checked against ``m``; the data offset.
+    Reads the header and its name only (the name's length is in the header)."""
     size = zipformat.LOCAL_HEADER.size
+    raw = stream.read(size)
     if len(raw) < size:
         raise WheelError("truncated", where, "local header past the end of the file (truncated wheel)")
-    sig, _, flags, method, _, _, crc, csize, usize, name_len, extra_len = zipformat.LOCAL_HEADER.unpack_from(raw)
+    sig, _, flags, method, _, _, crc, csize, usize, name_len, extra_len = zipformat.LOCAL_HEADER.unpack(raw)
     if sig != zipformat.LOCAL_SIGNATURE:
         raise WheelError("local-header", where, "bad local header signature")
-    name = raw[size:size + name_len]
+    name = stream.read(name_len)
     encoding = "utf-8" if flags & zipformat.FLAG_UTF8 else "cp437"
     if name.decode(encoding, errors="replace") != m.name:
         raise WheelError("local-header", where, "the local header names another file than the central directory")

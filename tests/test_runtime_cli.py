@@ -160,6 +160,20 @@ def test_exit_codes_and_one_line_errors(cli: Cli, args: list[str], code: int, te
     assert text in one_error(cli(*args), code)
 
 
+def test_a_fifo_given_as_a_key_file_is_refused_not_waited_on(cli: Cli) -> None:
+    """Opened without blocking: a FIFO with no writer would hang an open() forever."""
+    os.mkfifo(cli.root / "fifo.pub")
+    assert "fifo.pub: not a regular file" in one_error(cli("trust", "add", "fifo.pub", "--user"), 2)
+    assert "fifo.pub" in one_error(cli("trust", "remove", "fifo.pub", "--user"), 2)
+
+
+def test_an_os_error_line_carries_its_errno_code(cli: Cli) -> None:
+    _, pub = cli.key("one")
+    (cli.root / "config").write_text("a file where the config directory should be\n")
+    line = one_error(cli("trust", "add", str(pub), "--user"), 1)
+    assert line.endswith(("(file.enotdir)", "(file.eexist)")), line
+
+
 def test_unwritable_trust_directory_is_one_line(cli: Cli) -> None:
     _, pub = cli.key("one")
     (cli.root / "config").write_text("a file where the config directory should be\n")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import registry as reg
-from .errors import TrustError
+from .errors import TrustError, from_os_error
 from .verdict import Reason
 from .vocab import BAD_STATES, STRICT
 
@@ -337,9 +337,10 @@ def _main(argv: list[str] | None) -> int:
     except UnusableInput as exc:
         return _fail(str(exc), EXIT_USAGE)
     except TrustError as exc:
-        return _fail(str(exc), EXIT_FAILED)
+        return _fail(f"{exc} ({exc.code})", EXIT_FAILED)
     except OSError as exc:
-        return _fail(_os_error(exc), EXIT_FAILED)
+        error = from_os_error(exc)
+        return _fail(f"{error} ({error.code})", EXIT_FAILED)
 
 
 
@@ -443,8 +444,7 @@ def _key_file(path: str) -> tuple[str, list[Any]]:
     from . import trust as t
 
     try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read(1024 * 1024)
+        text = _read_regular(path, 1024 * 1024).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         detail = _os_error(exc) if isinstance(exc, OSError) else f"{path}: not a text file"
         raise UnusableInput(f"cannot read key file: {detail}") from None
@@ -455,6 +455,21 @@ def _key_file(path: str) -> tuple[str, list[Any]]:
     if not keys:
         raise UnusableInput(f"{path}: the file holds no public key")
     return text, keys
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file; opened without blocking, so a FIFO named
+    where a key file belongs is refused at once instead of hanging the command."""
+    import errno
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def _trust_remove(directory: str, target: str) -> int:
@@ -501,8 +516,10 @@ def _remove_lines(path: str, matches: Callable[[str], bool]) -> set[str]:
     or removed when no key is left in it. Lines that are not keys are kept as they are."""
     from . import trust as t
 
-    with open(path, encoding="utf-8") as stream:
-        lines = stream.read(1024 * 1024).splitlines()
+    data = _read_regular(path, (1 << 20) + 1)
+    if len(data) > 1 << 20:  # rewriting only the first MiB would lose the rest
+        raise UnusableInput(f"{path}: over 1 MiB: not a key file this command rewrites")
+    lines = data.decode("utf-8", errors="replace").splitlines()
     kept: list[str] = []
     removed: set[str] = set()
     keys_left = 0

@@ -30,7 +30,7 @@ from .vocab import RANK
 _RULE = "rule: verified > unverified > legacy, then earlier on sys.path"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class Claim:
     """What one admitted backend or plugin claims, and what the rule ranks it by."""
 
@@ -50,7 +50,7 @@ class Claim:
         return (RANK.get(self.trust, len(RANK)), self.path_order, self.dist_key, self.key)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class Exclusion:
     key: int
     code: str

@@ -86,6 +86,24 @@ class SelectionError(TrustError, RuntimeError):
     code_prefix = "select"
 
 
+class FileError(TrustError):
+    """An operating system error on a file: no space, read-only, too big, permission...
+
+    The code is the errno's name (``file.enospc``, ``file.erofs``, ``file.eacces``), so a
+    script can tell a full disk from a missing file without parsing the message."""
+
+    code_prefix = "file"
+
+
+def from_os_error(exc: OSError, path: object = None) -> FileError:
+    """``exc`` as a :class:`FileError` about ``path`` (default: the file the OS named)."""
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "oserror").lower()
+    where = path if path is not None else (exc.filename if exc.filename is not None else "-")
+    return FileError(name, str(where), exc.strerror or str(exc))
+
+
 class CacheError(TrustError):
     """A verification cache that cannot be used: unsafe owner or mode, malformed content."""
 

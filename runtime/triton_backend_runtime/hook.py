@@ -103,7 +103,7 @@ backends = _discover_backends() if _registered is None else _registered
 PATCHED_MARK = "_registry_backends"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
 class Shape:
     """One shape of Triton's ``backends/__init__.py``: how to recognise it, its patch."""
 
