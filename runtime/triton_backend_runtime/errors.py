@@ -9,8 +9,8 @@ print that line and map the class to an exit code; they never show a traceback f
 from __future__ import annotations
 
 __all__ = [
-    "CacheError", "ConflictError", "LoadError", "ManifestError", "PolicyError", "SelectionError", "SignatureError",
-    "TrustError", "TrustStoreError", "VerifyError", "printable",
+    "CacheError", "ConflictError", "FileError", "LoadError", "ManifestError", "PolicyError", "SelectionError",
+    "SignatureError", "TrustError", "TrustStoreError", "VerifyError", "from_os_error", "printable",
 ]
 
 
