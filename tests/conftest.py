@@ -21,6 +21,31 @@ import triton_venv  # noqa: E402
 from _wheels import fetch_wheel  # noqa: E402
 from triton_venv import run_cli  # noqa: E402,F401  (tests import it from here)
 
+# Directories of session-scoped fixtures: they outlive the module that first asked for them.
+SESSION_DIRS: set[Path] = set()
+
+
+def session_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    """``factory.mktemp(name)`` for a session-scoped fixture, kept until the session ends."""
+    directory = factory.mktemp(name)
+    SESSION_DIRS.add(directory)
+    return directory
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_scratch_removed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Remove what a module's tests and fixtures put under the base temp directory once the
+    module is done, unless one of its tests failed. Real Triton venvs and migrated wheels are
+    hundreds of MB each: kept for the whole run they filled a CI disk (21 GB a run)."""
+    root = tmp_path_factory.getbasetemp()
+    before = set(root.iterdir())
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed != failed:
+        return
+    for entry in set(root.iterdir()) - before - SESSION_DIRS:
+        shutil.rmtree(entry, ignore_errors=True)
+
 
 @dataclass
 class ElfFixtures:
@@ -45,7 +70,7 @@ def gcc(out: Path, *args: str) -> Path:
 
 @pytest.fixture(scope="session")
 def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
-    d = tmp_path_factory.mktemp("elf")
+    d = session_dir(tmp_path_factory, "elf")
     exports = gcc(d / "libexports.so", str(CSRC / "exports.c"), "-lm", "-lpthread")
     plugin_v2 = gcc(d / "libdemo_plugin.so", str(CSRC / "plugin_v2.c"))
     plugin_v1 = gcc(d / "libold_plugin.so", str(CSRC / "plugin_v1.c"))
@@ -88,7 +113,7 @@ def triton_wheel() -> Path:
 
 @pytest.fixture(scope="session")
 def signing_key(tmp_path_factory: pytest.TempPathFactory) -> projects.Keypair:
-    return projects.keygen(tmp_path_factory.mktemp("keys"), "vendor")
+    return projects.keygen(session_dir(tmp_path_factory, "keys"), "vendor")
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +121,7 @@ def example_wheels(tmp_path_factory: pytest.TempPathFactory, signing_key: projec
     """Each example under examples/, built once with `python -m build --wheel` and signed."""
     wheels = {}
     for name in ("setuptools_backend", "scikit_build_backend"):
-        base = tmp_path_factory.mktemp(name)
+        base = session_dir(tmp_path_factory, name)
         project = projects.copy_example(name, base / "src")
         wheels[name] = projects.built_wheel(project, base / "dist", projects.build_env(signing_key))
     return wheels
@@ -105,7 +130,7 @@ def example_wheels(tmp_path_factory: pytest.TempPathFactory, signing_key: projec
 @pytest.fixture(scope="session")
 def venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path) -> Iterator[triton_venv.Venv]:
     """One venv with the real triton for every runtime test module (installing costs ~20 s)."""
-    env = triton_venv.make_venv(tmp_path_factory.mktemp("venv"), triton_wheel)
+    env = triton_venv.make_venv(session_dir(tmp_path_factory, "venv"), triton_wheel)
     yield env
     env.cli("hook", "uninstall")
 
@@ -116,7 +141,7 @@ def migrated(venv: triton_venv.Venv, triton_wheel: Path, tmp_path_factory: pytes
     own: under strict, a verified core (what `import triton` needs before any backend)."""
     from runtime_wheels import pip_install
 
-    out = tmp_path_factory.mktemp("migrated")
+    out = session_dir(tmp_path_factory, "migrated")
     wheel = triton_venv.migrate(triton_wheel, out / "wheels", venv.key)
     pip_install(venv.python, wheel, out / "site")
     return out / "site"
