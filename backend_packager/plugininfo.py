@@ -27,7 +27,9 @@ by field. The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
 (``triton/_C/libtriton.so``, as Triton's own ``triton/plugins/*.so`` need), else from the
 Triton installed where the packager runs; other ``NEEDED`` libraries the wheel ships are
 extracted beside it. Every extracted file is checked against the sha256 the wheel's pass
-computed, so what answers is what gets signed. Private temporary directories carry the
+computed, so what answers is what gets signed. ``adopt`` has no wheel: :func:`capture_from`
+copies the installed files instead (the same checks, the same child), and takes the
+``libtriton.so`` installed beside the distribution when it ships none. Private temporary directories carry the
 packager's pid; one left by a killed packager is removed by the next capture.
 """
 
@@ -44,14 +46,14 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from triton_backend_runtime import jsonlimits
 from triton_backend_runtime import manifest as m
-from triton_backend_runtime.errors import ManifestError
+from triton_backend_runtime.errors import ManifestError, TrustError
 
 from .errors import ConfigError, WheelError
 
@@ -138,27 +140,64 @@ say(doc)
 """
 
 
-@dataclass
-class _Source:
-    """Where the libraries a plugin needs come from for this wheel."""
+class Files(Protocol):
+    """A distribution's files by wheel path: a wheel's members, or (``adopt``) the installed files."""
+
+    def open(self, path: str) -> AbstractContextManager[IO[bytes]]:
+        """The file for reading; OSError, KeyError or a TrustError when it cannot be."""
+        ...
+
+    def refused(self, path: str, detail: str) -> TrustError:
+        """The error that names ``path`` when it cannot be used for the call."""
+        ...
+
+
+@dataclass(frozen=True)
+class WheelMembers:
+    """A wheel's members, each read from the archive."""
 
     wheel: Path
+
+    @contextmanager
+    def open(self, path: str) -> Iterator[IO[bytes]]:
+        with zipfile.ZipFile(self.wheel) as archive, archive.open(path) as stream:
+            yield stream
+
+    def refused(self, path: str, detail: str) -> TrustError:
+        return WheelError("member", f"{self.wheel}!{path}", detail)
+
+
+@dataclass
+class _Source:
+    """Where the libraries a plugin needs come from for this distribution."""
+
+    files: Files
     members: dict[str, m.Artifact]
-    libtriton: str | None  # a wheel member, or BUILD_ENVIRONMENT
+    libtriton: str | None  # a member, or the environment's label
     env_libtriton: Path | None
+    env_label: str = BUILD_ENVIRONMENT
     extracted: dict[str, Path] = field(default_factory=dict)
 
 
 def capture_all(wheel: Path, artifacts: list[m.Artifact], plugins: list[m.Plugin],
                 limits: Limits | None = None) -> list[m.Plugin]:
     """Each plugin with ``info`` filled in: captured, or ``captured: false`` and why."""
+    return capture_from(WheelMembers(wheel), artifacts, plugins, limits)
+
+
+def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plugin], limits: Limits | None = None,
+                 *, libtriton: Path | None = None, label: str = BUILD_ENVIRONMENT) -> list[m.Plugin]:
+    """:func:`capture_all` for any :class:`Files`: every file the call uses is copied out of
+    ``files`` and checked against its artifact first. A ``libtriton.so`` that is not among
+    the artifacts is ``libtriton`` (``adopt``: the one installed beside), else the one of the
+    Triton importable here; the manifest names its release after ``label``."""
     if not plugins:
         return plugins
     limits = limits or Limits()
     members = {a.path: a for a in artifacts}
-    env = environment_libtriton()
-    source = _Source(wheel, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
-                     (BUILD_ENVIRONMENT if env else None), env)
+    env = libtriton or environment_libtriton()
+    source = _Source(files, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
+                     (label if env else None), env, label)
     _sweep_stale()
     with _private_dir() as tmp:
         return [_with_info(p, _capture(members[p.path], source, tmp / f"plugin-{i}", limits))
@@ -197,15 +236,15 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
         return _failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
     try:
         libdirs = _libraries(elf.needed, source, tmp.parent / "lib")
-        plugin = _extract(artifact, source.wheel, tmp)
+        plugin = _extract(artifact, source.files, tmp)
     except _NoLibtriton as exc:
         return _failed("no-libtriton", str(exc))
     info = _call(plugin, libdirs, tmp, limits)
     if info.reason:  # the same wheel gives the same manifest: no temporary path in it
         info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
     if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
-        info.libtriton = source.libtriton if source.libtriton != BUILD_ENVIRONMENT else (
-            f"{BUILD_ENVIRONMENT}: triton {_environment_version(source.env_libtriton)}")
+        info.libtriton = source.libtriton if source.libtriton != source.env_label else (
+            f"{source.env_label}: triton {_environment_version(source.env_libtriton)}")
     return info
 
 
@@ -236,12 +275,12 @@ def _libraries(needed: list[str], source: _Source, libdir: Path) -> list[Path]:
         member = _member_for(name, source)
         if member is None:
             continue
-        if member == BUILD_ENVIRONMENT:
+        if member == source.env_label and name.startswith("libtriton.so"):  # a label, not a member
             assert source.env_libtriton is not None
             dirs.append(source.env_libtriton.parent)
             continue
         if member not in source.extracted:
-            source.extracted[member] = _extract(source.members[member], source.wheel, libdir, as_name=name)
+            source.extracted[member] = _extract(source.members[member], source.files, libdir, as_name=name)
     return dirs
 
 
@@ -258,14 +297,15 @@ def _member_for(name: str, source: _Source) -> str | None:
     return None
 
 
-def _extract(artifact: m.Artifact, wheel: Path, into: Path, as_name: str | None = None) -> Path:
-    """Stream one member out of the wheel, never past its size, and check its sha256."""
+def _extract(artifact: m.Artifact, files: Files, into: Path, as_name: str | None = None) -> Path:
+    """Copy one file out of ``files``, never past its size, and check its sha256: what the
+    child loads is what was hashed, whatever happens to the original meanwhile."""
     into.mkdir(mode=0o700, exist_ok=True)
     target = into / (as_name or artifact.path.rsplit("/", 1)[-1])
     digest = hashlib.sha256()
     seen = 0
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(artifact.path) as stream, target.open("xb") as out:
+        with files.open(artifact.path) as stream, target.open("xb") as out:
             while chunk := stream.read(min(_CHUNK, artifact.size - seen + 1)):
                 seen += len(chunk)
                 if seen > artifact.size:
@@ -273,9 +313,9 @@ def _extract(artifact: m.Artifact, wheel: Path, into: Path, as_name: str | None 
                 digest.update(chunk)
                 out.write(chunk)
     except (OSError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-        raise WheelError("member", f"{wheel}!{artifact.path}", f"cannot extract for the plugin call: {exc}") from None
+        raise files.refused(artifact.path, f"cannot extract for the plugin call: {exc}") from None
     if seen != artifact.size or digest.hexdigest() != artifact.sha256:
-        raise WheelError("member", f"{wheel}!{artifact.path}", "changed since it was hashed; not calling it")
+        raise files.refused(artifact.path, "changed since it was hashed; not calling it")
     return target
 
 
