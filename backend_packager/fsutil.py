@@ -9,44 +9,39 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from triton_backend_runtime import atomicfile
+from triton_backend_runtime import atomicfile, regularfile
 
 from .errors import InputError
 
-#: Opening never blocks: a FIFO given where a file belongs must not hang the command.
-_OPEN_INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-
 
 def open_input(path: Path) -> int:
-    """A descriptor on ``path``, refused unless it is a regular file; never blocks."""
+    """A descriptor on ``path``, refused unless it is a regular file; never blocks (a FIFO
+    given where a file belongs must not hang the command)."""
     try:
-        fd = os.open(path, _OPEN_INPUT)
-    except OSError as exc:
-        raise InputError("unreadable", str(path), f"cannot open: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError("not-a-file", str(path), "is not a regular file (a directory, FIFO or device)")
+        fd = regularfile.open_regular(path)
+    except regularfile.RegularFileError as exc:
+        raise _input_error(exc) from None
     os.set_blocking(fd, True)
     return fd
 
 
 def read_input(path: Path, limit: int) -> bytes:
     """A small input file whole (a key, a key list): at most ``limit`` bytes, else refused."""
-    fd = open_input(path)
     try:
-        data = os.read(fd, limit + 1)
-    except OSError as exc:
-        raise InputError("unreadable", str(path), f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise InputError("too-big", str(path), f"over {limit} bytes: not a key file")
-    return data
+        return regularfile.read_regular(path, limit)
+    except regularfile.RegularFileError as exc:
+        raise _input_error(exc, "not a key file") from None
+
+
+def _input_error(exc: regularfile.RegularFileError, too_big: str = "") -> InputError:
+    # A file that cannot be opened, absent included, has always been input.unreadable here.
+    reason = "unreadable" if exc.reason == "missing" else exc.reason
+    detail = f"{exc.detail}: {too_big}" if too_big and exc.reason == "too-big" else exc.detail
+    return InputError(reason, exc.path, detail)
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from .layout import BACKENDS_GROUP as BACKENDS_GROUP
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
+from .regularfile import RegularFileError, read_regular
 
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
@@ -290,7 +291,6 @@ def record_row_matches(row: str, path: str, limit: int = 16 << 20) -> bool:
 
 #: entry_points.txt and METADATA headers bigger than this are not a distribution's own.
 MAX_METADATA_BYTES = 4 * 1024 * 1024
-_NONBLOCKING = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_small_text(path: str, limit: int = MAX_METADATA_BYTES) -> str | None:
@@ -305,27 +305,10 @@ def read_small_text(path: str, limit: int = MAX_METADATA_BYTES) -> str | None:
 
 def read_small_bytes(path: str, limit: int = MAX_METADATA_BYTES) -> bytes | None:
     """A regular file's first ``limit`` bytes; None for anything else (never blocks)."""
-    import stat
-
     try:
-        fd = os.open(path, _NONBLOCKING)
-    except OSError:
+        return read_regular(path, limit, truncate=True)
+    except RegularFileError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _backend_entry_points(path: str, group: str = BACKENDS_GROUP) -> dict[str, str]:

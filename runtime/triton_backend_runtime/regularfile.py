@@ -1,0 +1,98 @@
+"""Small regular files read whole, as hostile input: one reader for both distributions.
+
+Key files, trust files, RECORD, METADATA, ``entry_points.txt``, Triton's ``__init__.py``:
+every one may be a FIFO, a device, a directory or a huge file where a small file belongs.
+The rule, the same for every caller:
+
+* opened with ``O_NONBLOCK``: open(2) of a FIFO for reading returns at once with it, where a
+  plain open waits for a writer forever (``import triton`` or ``trust list`` hung);
+* the descriptor, not the name, is checked to be a regular file (``fstat``: no race between
+  a check and the open);
+* read no further than a bound.
+
+Symbolic links are followed, as every reader this replaces did: a site-packages, a key file
+or a trust directory entry may legitimately be a link. Readers that must not follow one
+(verified artifacts, the compiled bytecode) open with ``O_NOFOLLOW`` themselves.
+
+Every failure is one :class:`RegularFileError` with the path, a reason (``missing``,
+``not-a-file``, ``unreadable``, ``too-big``) and the OSError behind it, if any; each caller
+maps it as it reports: the packager to ``input.*``, discovery to "no such file", the
+runtime CLI to its one-line error.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from .errors import TrustError
+
+__all__ = ["RegularFileError", "open_regular", "read_regular"]
+
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+#: Read in pieces of this size, so a bound of gigabytes never becomes one allocation of it.
+_PIECE = 1 << 20
+
+
+class RegularFileError(TrustError):
+    """A path that is not a readable regular file within the bound.
+
+    ``reason`` is the code without its prefix (``missing``, ``not-a-file``, ``unreadable``,
+    ``too-big``), for callers that map it into their own family; ``cause`` is the OSError."""
+
+    code_prefix = "input"
+
+    def __init__(self, reason: str, path: str, detail: str, cause: OSError | None = None) -> None:
+        super().__init__(reason, path, detail)
+        self.reason = reason
+        self.cause = cause
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A descriptor on ``path``, a regular file (links followed); never blocks."""
+    where = os.fspath(path)
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        reason = "missing" if exc.errno == errno.ENOENT else "unreadable"
+        raise RegularFileError(reason, where, f"cannot open: {exc.strerror or exc}", exc) from None
+    except ValueError:  # an embedded NUL: no file has that name
+        raise RegularFileError("missing", where, "cannot open: not a file name (a NUL byte)") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise RegularFileError("unreadable", where, f"cannot stat: {exc.strerror or exc}", exc) from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise RegularFileError("not-a-file", where, "is not a regular file (a directory, FIFO or device)")
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], limit: int, *, truncate: bool = False) -> bytes:
+    """The bytes of the regular file ``path``: all of them, refused (``too-big``) when there
+    are more than ``limit``; with ``truncate``, its first ``limit`` bytes whatever its size."""
+    fd = open_regular(path)
+    try:
+        data = _read_upto(fd, limit if truncate else limit + 1)
+    except OSError as exc:
+        raise RegularFileError("unreadable", os.fspath(path), f"cannot read: {exc.strerror or exc}", exc) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RegularFileError("too-big", os.fspath(path), f"over {limit} bytes")
+    return data
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    """Up to ``count`` bytes, fewer only at the end of the file."""
+    pieces: list[bytes] = []
+    left = count
+    while left > 0:
+        piece = os.read(fd, min(left, _PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)

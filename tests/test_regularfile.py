@@ -1,0 +1,81 @@
+"""The one small-file reader (``triton_backend_runtime.regularfile``) and its three mappings:
+the packager's ``input.*`` (``fsutil.read_input``), discovery's None, the runtime CLI's line.
+
+Real files, FIFOs, directories and links made in tmp_path; the reason codes are asserted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from triton_backend_runtime.discovery import read_small_bytes
+from triton_backend_runtime.regularfile import RegularFileError, open_regular, read_regular
+
+from backend_packager.errors import InputError
+from backend_packager.fsutil import read_input
+
+
+def hostile(tmp_path: Path) -> dict[str, Path]:
+    """One path of each kind a small file's name can hold instead of a small file."""
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to("absent")
+    return {"too-big": tmp_path / "big", "not-a-file": tmp_path / "dir", "fifo": tmp_path / "fifo",
+            "loop": tmp_path / "loop", "dangling": tmp_path / "dangling", "missing": tmp_path / "absent"}
+
+
+EXPECTED = {"too-big": "too-big", "not-a-file": "not-a-file", "fifo": "not-a-file", "loop": "unreadable",
+            "dangling": "missing", "missing": "missing"}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_every_hostile_kind_is_one_error_with_its_reason(tmp_path: Path, kind: str) -> None:
+    """A FIFO with no writer would block a plain open() forever: here it is refused at once."""
+    path = hostile(tmp_path)[kind]
+    with pytest.raises(RegularFileError) as caught:
+        read_regular(path, 100)
+    error = caught.value
+    assert (error.reason, error.code, error.path) == (EXPECTED[kind], f"input.{EXPECTED[kind]}", str(path))
+    assert str(error).startswith(f"{path}: ") and "\n" not in str(error)
+
+
+def test_a_link_to_a_regular_file_is_followed_and_the_bound_holds(tmp_path: Path) -> None:
+    (tmp_path / "key.pub").write_bytes(b"k" * 100)
+    (tmp_path / "link.pub").symlink_to("key.pub")
+    assert read_regular(tmp_path / "link.pub", 100) == b"k" * 100
+    assert read_regular(tmp_path / "link.pub", 10, truncate=True) == b"k" * 10
+    with pytest.raises(RegularFileError, match="over 99 bytes"):
+        read_regular(tmp_path / "key.pub", 99)
+    fd = open_regular(tmp_path / "link.pub")
+    try:
+        assert os.read(fd, 3) == b"kkk"
+    finally:
+        os.close(fd)
+
+
+def test_a_bound_above_the_read_piece_reads_the_whole_file(tmp_path: Path) -> None:
+    data = os.urandom((3 << 20) + 7)
+    (tmp_path / "RECORD").write_bytes(data)
+    assert read_regular(tmp_path / "RECORD", len(data)) == data
+    assert read_regular(tmp_path / "RECORD", 1 << 30, truncate=True) == data
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_discovery_sees_none_where_no_small_file_is(tmp_path: Path, kind: str) -> None:
+    expected = b"x" * 100 if kind == "too-big" else None  # discovery reads a prefix
+    assert read_small_bytes(str(hostile(tmp_path)[kind]), 100) == expected
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_the_packager_maps_each_to_input_codes(tmp_path: Path, kind: str) -> None:
+    # An absent file has always been input.unreadable for the packager's key reads.
+    expected = {"missing": "unreadable"}.get(EXPECTED[kind], EXPECTED[kind])
+    with pytest.raises(InputError) as caught:
+        read_input(hostile(tmp_path)[kind], 100)
+    assert caught.value.code == f"input.{expected}"
+    if kind == "too-big":
+        assert caught.value.detail == "over 100 bytes: not a key file"
