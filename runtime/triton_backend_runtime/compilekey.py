@@ -22,11 +22,25 @@ A plugin declared ``on-failure = "fail"`` that is not loaded makes the hook rais
 :class:`PluginRequiredError` when Triton asks for the key, which is the first thing
 ``triton.compiler.compile`` and ``JITFunction.run`` do: compiling stops, naming the plugin
 and its reason, instead of silently running the standard pipeline.
+
+Triton before 3.7 never asks the hook for a key: 3.4-3.6 have the knob, but only the
+backends call it (with arguments, to edit stages), and 3.0-3.3 have no knobs at all. Every
+release since 3.0 forms the on-disk key in ``compile()`` as ``triton_key()-src.hash()-
+backend.hash()-options.hash()-env`` (3.5+ through ``runtime.cache.get_cache_key``, which
+the autotuner's cache also uses), with ``backend = make_backend(target)``, an instance of
+``backends[name].compiler``. So where the ``compiler/compiler.py`` that this Triton imports
+has no call of the hook without arguments, :func:`salt_backends` wraps ``hash`` of each
+loaded backend's compiler class in place: the original value, then the digest; the required
+plugins are checked there too. The in-memory kernel cache of ``JITFunction`` lives per
+process, where the digest is constant; only the on-disk key needs it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,6 +94,14 @@ def plugin_keys(plugins: list[PluginEntry], verdicts: dict[str, Verdict]) -> lis
     return keys
 
 
+def require(missing: Callable[[], list[str]] | None) -> None:
+    """Raise :class:`PluginRequiredError` when a required plugin is not loaded."""
+    if missing is not None:
+        problems = missing()
+        if problems:
+            raise PluginRequiredError("plugin-required", "triton.compiler.compile", "; ".join(problems))
+
+
 class StagesHook:
     """The value for ``knobs.runtime.add_stages_inspection_hook``; state: the digest, the
     hook it replaced, and (when a plugin is required) what says which required ones are missing."""
@@ -92,10 +114,7 @@ class StagesHook:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs:
             return self.previous(*args, **kwargs) if self.previous is not None else None
-        if self.missing is not None:
-            problems = self.missing()
-            if problems:
-                raise PluginRequiredError("plugin-required", "triton.compiler.compile", "; ".join(problems))
+        require(self.missing)
         key, value = f"-backend-manifests-{self.digest}", self.digest
         if self.previous is not None:
             prev_key, prev_hash = self.previous()
@@ -112,3 +131,99 @@ def install(knobs: Any, digest: str, missing: Callable[[], list[str]] | None = N
     hook = StagesHook(digest, current, missing)
     knobs.runtime.add_stages_inspection_hook = hook
     return hook
+
+
+#: How a ``compile()`` that folds the hook's key into the on-disk key asks for it (3.7-3.9 and
+#: the forks seen: ``knobs.runtime.add_stages_inspection_hook()``); 3.4-3.6 only pass arguments.
+HOOK_KEY_CALL = "add_stages_inspection_hook()"
+#: Triton's compiler.py is ~20-35 kB; a larger one is not read (the hash() wrap then applies).
+SOURCE_LIMIT = 1 << 20
+SALT_ATTR = "__backend_manifests_salt__"
+
+
+@dataclass(eq=False)  # compared by identity; shared by every class salted in this process
+class Salt:
+    """What a salted ``hash()`` appends, and what says which required plugins are missing;
+    updated in place when the registry folds the key again (a plugin loaded with libtriton)."""
+
+    digest: str
+    missing: Callable[[], list[str]] | None = None
+
+
+def compile_reads_hook(package_dir: str | None) -> bool:
+    """Whether ``<package_dir>/compiler/compiler.py`` asks the stages-inspection hook for a
+    key. Read as text, not imported: it is imported only after ``triton.backends``, which is
+    where the registry runs. Unreadable or too large counts as no: salting ``hash()`` as
+    well costs nothing but a longer key, missing it costs the isolation."""
+    if package_dir is None:
+        return False
+    try:
+        with open(os.path.join(package_dir, "compiler", "compiler.py"), "rb") as stream:
+            text = stream.read(SOURCE_LIMIT + 1)
+    except OSError:
+        return False
+    return len(text) <= SOURCE_LIMIT and HOOK_KEY_CALL.encode() in text
+
+
+def package_dir(package: str) -> str | None:
+    """The directory of the imported (perhaps still importing) Triton package."""
+    file = getattr(sys.modules.get(package), "__file__", None)
+    return os.path.dirname(file) if isinstance(file, str) else None
+
+
+def _salted(raw: Any, salt: Salt) -> Callable[[Any], str]:
+    """``hash`` for a compiler class: the original's value, then the digest. ``raw`` is the
+    class attribute as found in the MRO, bound per call, so a static ``hash`` works too."""
+
+    def hash(self: Any) -> str:  # the name Triton calls
+        require(salt.missing)
+        bound = raw.__get__(self, type(self)) if hasattr(raw, "__get__") else raw
+        return f"{bound()}-backend-manifests-{salt.digest}"
+
+    if callable(raw):
+        functools.update_wrapper(hash, raw)
+    setattr(hash, SALT_ATTR, salt)
+    return hash
+
+
+def salt_compiler(cls: type, digest: str, missing: Callable[[], list[str]] | None = None) -> bool:
+    """Make ``cls.hash()`` end with ``digest`` (idempotent: a second call updates the digest).
+
+    In place rather than through a subclass: ``make_backend`` instantiates the class in the
+    table, and the class keeps its identity (``isinstance``, pickling by name, what
+    ``doctor`` and Triton print). False when the class has no ``hash`` or refuses the new one.
+    """
+    salt = getattr(cls.__dict__.get("hash"), SALT_ATTR, None)
+    if isinstance(salt, Salt):
+        salt.digest, salt.missing = digest, missing
+        return True
+    raw = next((klass.__dict__["hash"] for klass in cls.__mro__ if "hash" in klass.__dict__), None)
+    if raw is None:
+        return False
+    try:
+        setattr(cls, "hash", _salted(raw, Salt(digest, missing)))  # noqa: B010 (a wrap, not a typo)
+    except (AttributeError, TypeError):  # a class that is immutable (a C type, a frozen metaclass)
+        return False
+    return True
+
+
+def salt_backends(table: dict[str, Any], digest: str, missing: Callable[[], list[str]] | None = None) -> list[str]:
+    """Salt the compiler class of each backend in Triton's table; the names that could not be."""
+    return [
+        name for name, backend in table.items()
+        if not (isinstance(compiler := getattr(backend, "compiler", None), type)
+                and salt_compiler(compiler, digest, missing))
+    ]
+
+
+def isolate(package: str, table: dict[str, Any], digest: str,
+            missing: Callable[[], list[str]] | None = None) -> list[str]:
+    """Fold ``digest`` into the key of the Triton imported as ``package``: the hook, where
+    its ``knobs`` exist; each backend's ``hash()`` too where its ``compile()`` does not ask
+    the hook (before 3.7). The backends whose key it could not reach."""
+    knobs = sys.modules.get(f"{package}.knobs")
+    if knobs is not None and hasattr(getattr(knobs, "runtime", None), "add_stages_inspection_hook"):
+        install(knobs, digest, missing)
+        if compile_reads_hook(package_dir(package)):
+            return []
+    return salt_backends(table, digest, missing)

@@ -210,7 +210,7 @@ def _after_load(registry: reg.Registry) -> None:
 
 def _fold_cache_key(registry: reg.Registry) -> None:
     """The manifests and admitted plugins in use, into Triton's compile cache key."""
-    from .compilekey import install, manifest_digest, plugin_keys
+    from .compilekey import isolate, manifest_digest, plugin_keys
 
     items: list[reg.Entry | reg.PluginEntry] = [*registry.entries, *registry.plugins]
     used = [
@@ -222,10 +222,13 @@ def _fold_cache_key(registry: reg.Registry) -> None:
     admitted = [p for p in registry.plugins if p.state in (LOADED, PENDING)
                 or (p.terms is not None and p.terms.phase == "explicit" and p.state not in BAD_STATES)]
     required = any(p.required() for p in registry.plugins)  # compiling checks them on every call
-    knobs = sys.modules.get("triton.knobs")
-    if (used or required) and knobs is not None:
+    if used or required:
         registry.manifest_digest = manifest_digest(used, plugin_keys(admitted, registry.verdicts))
-        install(knobs, registry.manifest_digest, registry.missing_required if required else None)
+        package = registry.discovery.package if registry.discovery else "triton"
+        missing = registry.missing_required if required else None
+        for name in isolate(package, registry.result or {}, registry.manifest_digest, missing):
+            reg.emit(f"triton-backend-runtime: backend {name}: its compiler class takes no new hash(), "
+                     "so its compile cache key does not include the manifests in use")
 
 
 def watch_driver(registry: reg.Registry) -> None:
