@@ -42,19 +42,21 @@ import hashlib
 import io
 import os
 import posixpath
+import shutil
 import stat
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
+from typing import IO, BinaryIO
 
 from packaging.utils import canonicalize_name
 from triton_backend_runtime import dsse
-from triton_backend_runtime.atomicfile import write_atomic
+from triton_backend_runtime.atomicfile import atomic_output, write_atomic
 from triton_backend_runtime.errors import TrustError, VerifyError
 from triton_backend_runtime.installed import (
     CHUNK,
@@ -66,11 +68,11 @@ from triton_backend_runtime.installed import (
     wheel_path_parts,
 )
 from triton_backend_runtime.layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
-from triton_backend_runtime.manifest import Artifact, ElfInfo, is_installer_file
+from triton_backend_runtime.manifest import Artifact, ElfInfo, Plugin, is_installer_file
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
-from . import entrypoints, records
+from . import entrypoints, plugininfo, records
 from .artifacts import artifact_from_bytes
 from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
@@ -85,6 +87,8 @@ from .writer import FOREIGN_BINARY, replaced_members
 #: RECORD, METADATA, WHEEL, entry_points.txt larger than these are not a distribution's own.
 MAX_RECORD_BYTES = 16 << 20
 MAX_METADATA_BYTES = 4 << 20
+#: ``--wheel-out``'s scratch directories in the output directory: PREFIX + pid + "-" + random + ".tmp".
+SCRATCH_PREFIX = ".backend-packager-adopt."
 #: Where installers put script wrappers, relative to the scheme's prefix.
 SCRIPT_DIRS = ("bin", "Scripts")
 _SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
@@ -135,11 +139,16 @@ class Adoption(Outcome):
                 "written": self.written, "skipped": self.skipped}
 
 
-def adopt(site: Path, name: str, key: SigningKey, *, wheel_out: Path | None = None, jobs: int = 1) -> Adoption:
-    """Adopt the distribution ``name`` installed in ``site``; errors land in the outcome."""
-    outcome = Adoption(site / name)
+def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
+          jobs: int = 1) -> Adoption:
+    """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
+    several to search: :func:`find_site`); errors land in the outcome."""
+    searched = [sites] if isinstance(sites, Path) else list(sites)
+    outcome = Adoption(searched[0] / name)
     started = time.perf_counter()
     try:
+        site = find_site(searched, name)
+        outcome.source = site / name
         installed = read_installed(site, name)
         outcome.source = Path(installed.full(installed.dist_info))
         checked = check_installed(installed, key, jobs, outcome)
@@ -157,6 +166,22 @@ def adopt(site: Path, name: str, key: SigningKey, *, wheel_out: Path | None = No
 
 
 # --- locate and read -------------------------------------------------------------------------
+
+
+def find_site(sites: list[Path], name: str) -> Path:
+    """The one of ``sites`` that holds ``name``'s ``.dist-info``. Searching several (an
+    interpreter's purelib and platlib: pip puts a wheel that is not ``Root-Is-Purelib``, as
+    Triton's, in platlib), a directory that does not exist is skipped, and a distribution
+    found in two is refused: which one is imported depends on ``sys.path``, not on adopt."""
+    found = [site for site in sites if _dist_infos(site, name, missing_ok=len(sites) > 1)]
+    where = str(sites[0] / name)
+    if not found:
+        searched = " and ".join(str(s) for s in sites)
+        raise InputError("not-installed", where, f"no installed distribution of that name in {searched}")
+    if len(found) > 1:
+        raise InputError("ambiguous", where, f"installed in {' and '.join(map(str, found))}: "
+                         "name the one to adopt with --site-packages")
+    return found[0]
 
 
 def read_installed(site: Path, name: str) -> Installed:
@@ -181,18 +206,27 @@ def read_installed(site: Path, name: str) -> Installed:
 
 
 def _locate(site: Path, name: str) -> str:
-    try:
-        entries = os.listdir(site)
-    except OSError as exc:
-        raise InputError("site-packages", str(site), f"cannot list the directory: {exc.strerror}") from None
-    want = canonicalize_name(name)
-    found = sorted(e for e in entries
-                   if e.endswith(".dist-info") and canonicalize_name(e[: -len(".dist-info")].split("-")[0]) == want)
+    found = _dist_infos(site, name)
     if not found:
         raise InputError("not-installed", str(site / name), "no installed distribution of that name here")
     if len(found) > 1:
         raise InputError("ambiguous", str(site / name), f"several installed: {', '.join(found)}")
     return found[0]
+
+
+def _dist_infos(site: Path, name: str, *, missing_ok: bool = False) -> list[str]:
+    """The ``.dist-info`` directories in ``site`` whose name is ``name``'s (PEP 503)."""
+    try:
+        entries = os.listdir(site)
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise InputError("site-packages", str(site), "no such directory") from None
+    except OSError as exc:
+        raise InputError("site-packages", str(site), f"cannot list the directory: {exc.strerror}") from None
+    want = canonicalize_name(name)
+    return sorted(e for e in entries
+                  if e.endswith(".dist-info") and canonicalize_name(e[: -len(".dist-info")].split("-")[0]) == want)
 
 
 def _text(path: str, limit: int) -> str | None:
@@ -564,9 +598,47 @@ def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
     """``.dist-info`` path -> final bytes: the signed manifest and the files planned beside it."""
     contents = contents_of(installed, checked)
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
+    injection.manifest.plugins = capture_plugins(installed, contents.artifacts, injection.manifest.plugins)
     _keep_equivalent_entry_points(injection, contents.read_member)
     check_coverage(contents, injection, installed.full)
     return {installed.manifest_path: seal(injection.manifest, key), **injection.files}
+
+
+@dataclass(frozen=True)
+class InstalledFiles:
+    """The installed files as :mod:`.plugininfo` reads them for the call: opened as they were
+    checked (confined to site-packages, regular, no final symlink, never blocking)."""
+
+    installed: Installed
+
+    def open(self, path: str) -> IO[bytes]:
+        fd, _ = _open(self.installed.full(path), Confinement(self.installed.site))
+        return os.fdopen(fd, "rb")
+
+    def refused(self, path: str, detail: str) -> TrustError:
+        return InstalledError("changed", self.installed.full(path), detail)
+
+
+def capture_plugins(installed: Installed, artifacts: list[Artifact], plugins: list[Plugin]) -> list[Plugin]:
+    """What each plugin says about itself (``tritonGetPluginInfo``), as ``migrate`` captures
+    it from a wheel: from copies of the installed files, each checked against the hash just
+    checked, in the same isolated child. A plugin that needs ``libtriton.so`` and ships none
+    is called against the Triton installed beside it (the same site-packages), else the
+    Triton importable here; it is ``captured: false``, with the reason, when it cannot be."""
+    beside = _libtriton_beside(installed)
+    return plugininfo.capture_from(InstalledFiles(installed), artifacts, plugins, libtriton=beside,
+                                   label="installed beside it" if beside else plugininfo.BUILD_ENVIRONMENT)
+
+
+def _libtriton_beside(installed: Installed) -> Path | None:
+    full = os.path.join(installed.site, *plugininfo.LIBTRITON_MEMBER.split("/"))
+    try:
+        Confinement(installed.site).check(full)
+        fd, _ = open_regular(full)
+    except VerifyError:
+        return None
+    os.close(fd)
+    return Path(full)
 
 
 def _keep_equivalent_entry_points(injection: Injection, read: Callable[[str], bytes | None]) -> None:
@@ -628,16 +700,51 @@ def _updated_rows(installed: Installed, files: dict[str, bytes]) -> list[records
 
 def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
                       outcome: Adoption) -> None:
-    """A plain wheel of the checked files in a temporary directory, then ``migrate`` into ``out_dir``."""
+    """A plain wheel of the checked files in a scratch directory of ``out_dir``, then ``migrate``
+    into ``out_dir``. The plain wheel is written unnamed (the one atomic writer) and named
+    only when whole; the scratch directory carries this process's pid, and the next run
+    removes those whose process is gone (a ``kill -9`` leaves one, never a wheel in ``out_dir``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="backend-packager-adopt-") as tmp:
-        plain = Path(tmp) / wheel_filename(installed)
-        write_plain_wheel(plain, installed, checked)
+    remove_orphaned_scratch(out_dir)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", suffix=".tmp", dir=out_dir))
+    try:
+        plain = scratch / wheel_filename(installed)
+        with atomic_output(str(plain), durable=False) as stream:
+            write_plain_wheel(stream, installed, checked)
         migrated = migrate_wheel(plain, out_dir, key, jobs=jobs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     for name in ("output", "status", "backends", "plugins", "artifacts", "native", "signed_by", "warnings"):
         setattr(outcome, name, getattr(migrated, name))
     if migrated.error is not None:
         raise migrated.error
+
+
+def remove_orphaned_scratch(out_dir: Path) -> None:
+    """Scratch directories in ``out_dir`` that a killed adopt left: ours (our prefix, our
+    uid, a real directory), and only when the pid in the name is no running process."""
+    try:
+        entries = [e for e in os.scandir(out_dir) if e.name.startswith(SCRATCH_PREFIX) and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        try:
+            ours = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+        except OSError:
+            continue
+        if ours and pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)  # never follows a symlink inside
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive
+    return True
 
 
 def wheel_filename(installed: Installed) -> str:
@@ -657,7 +764,7 @@ def wheel_filename(installed: Installed) -> str:
     return "-".join(fields) + ".whl"
 
 
-def write_plain_wheel(wheel: Path, installed: Installed, checked: list[Checked]) -> None:
+def write_plain_wheel(wheel: Path | BinaryIO, installed: Installed, checked: list[Checked]) -> None:
     """Every checked file but those installers write, each read again and compared with what
     was checked, and a RECORD of them: the wheel the distribution was installed from, less
     what the installer generated."""

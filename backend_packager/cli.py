@@ -212,8 +212,6 @@ def _print_outcome(outcome: Any, quiet: bool = False) -> None:
 def cmd_adopt(args: argparse.Namespace) -> int:
     """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
     RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
-    import sysconfig
-
     from .adopt import adopt
     from .errors import ConfigError
 
@@ -223,10 +221,10 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         raise InputError("key", exc.path, exc.detail) from None
     if key is None:
         raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
-    site = args.site_packages or Path(sysconfig.get_paths()["purelib"])
-    if not site.is_dir():
-        raise InputError("site-packages", str(site), "not a directory")
-    outcomes = [adopt(site, name, key, wheel_out=args.wheel_out, jobs=args.jobs) for name in args.dists]
+    if args.site_packages is not None and not args.site_packages.is_dir():
+        raise InputError("site-packages", str(args.site_packages), "not a directory")
+    sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
+    outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out, jobs=args.jobs) for name in args.dists]
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))
@@ -235,6 +233,23 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if any(isinstance(o.error, InputError) for o in outcomes):
         return EXIT_USAGE
     return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+
+
+def interpreter_sites() -> list[Path]:
+    """Where ``adopt`` looks without ``--site-packages``: this interpreter's purelib, then its
+    platlib (sysconfig's default scheme), once each; they differ where ``sys.platlibdir`` is
+    lib64 or the exec_prefix is not the prefix, and pip installs Triton into platlib."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(Path(paths[key]) for key in ("purelib", "platlib")))
+
+
+def _searched(sites: list[Path]) -> str:
+    if len(sites) == 1:
+        return f"this interpreter's purelib and platlib, here one directory: {sites[0]}"
+    return (f"this interpreter's purelib {sites[0]}, then its platlib {sites[1]}; a distribution found in both "
+            "is refused")
 
 
 def _print_adoption(outcome: Any, quiet: bool) -> None:
@@ -475,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
     adopt.add_argument("--site-packages", type=Path, metavar="DIR",
-                       help="where DIST is installed (default: this interpreter's purelib directory)")
+                       help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
     _add_key(adopt)
     adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
     _add_jobs(adopt, "files checked in parallel")
