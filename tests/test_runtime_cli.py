@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -54,10 +55,18 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
-def one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+#: The end of every error line: its code, as the packager's lines end.
+CODE_AT_END = re.compile(r" \((?:[a-z]+)\.[a-z0-9-]+\)$")
+
+
+def one_error(result: subprocess.CompletedProcess[str], code: int, reason: str | None = None) -> str:
+    """The one error line of ``result`` (``PROG: error: PATH: DETAIL (CODE)``), which exited
+    with ``code``; ``reason``, when given, is the CODE the line must end with."""
     assert result.returncode == code, result
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error: "), result.stderr
+    assert CODE_AT_END.search(lines[0]), lines[0]
+    assert reason is None or lines[0].endswith(f" ({reason})"), (reason, lines[0])
     assert "Traceback" not in result.stderr
     return lines[0]
 
@@ -112,8 +121,8 @@ def test_trust_remove_by_keyid_prefix_and_by_file(cli: Cli) -> None:
     assert cli("trust", "remove", str(two_pub), "--user").returncode == 0
     assert list(cli.user.glob("*.pub")) == []
     # Gone already: a checked failure; nothing but the .pub files was touched.
-    line = one_error(cli("trust", "remove", one, "--user"), 1)
-    assert line.endswith(f"{cli.user}: no trusted key matches {one}")
+    line = one_error(cli("trust", "remove", one, "--user"), 1, "trust.no-such-key")
+    assert line.endswith(f"{cli.user}: no trusted key matches {one} (trust.no-such-key)")
 
 
 def test_trust_remove_keeps_the_other_lines_of_a_file(cli: Cli) -> None:
@@ -130,10 +139,11 @@ def test_trust_remove_keeps_the_other_lines_of_a_file(cli: Cli) -> None:
 def test_trust_remove_refuses_what_it_cannot_use(cli: Cli) -> None:
     one, one_pub = cli.key("one")
     assert cli("trust", "add", str(one_pub), "--user").returncode == 0
-    assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", "xyz", "--user"), 2)
-    assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", one[:7], "--user"), 2)
+    assert "xyz: neither a key file nor a keyid" in one_error(cli("trust", "remove", "xyz", "--user"), 2, "input.key")
+    assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", one[:7], "--user"), 2, "input.key")
     private = cli.root / "one.pem"
-    assert "public key line" in one_error(cli("trust", "remove", str(private), "--user"), 2)
+    assert "public key line" in one_error(cli("trust", "remove", str(private), "--user"), 2, "input.key")
+    assert "not a regular file" in one_error(cli("trust", "remove", str(cli.root), "--user"), 2, "input.not-a-file")
     assert list(cli.user.glob("*.pub")), "nothing removed"
 
 
@@ -147,24 +157,34 @@ def test_trust_remove_from_the_system_directory_notes_a_key_still_trusted(cli: C
 
 
 @pytest.mark.parametrize(
-    ("args", "code", "text"),
+    ("args", "code", "reason", "text"),
     [
-        (["trust", "add", "missing.pub", "--user"], 2, "cannot read key file: missing.pub: No such file"),
-        (["trust", "add", "one.pem", "--user"], 2, "public key line"),
-        (["trust", "min-version", "triton", "1.x", "--user"], 2, "'1.x' is not a PEP 440 version"),
-        (["hook", "install", "--site", "nowhere/at/all"], 1, "nowhere/at/all"),
+        (["trust", "add", "missing.pub", "--user"], 2, "input.missing", "missing.pub: cannot open: No such file"),
+        (["trust", "add", "one.pem", "--user"], 2, "input.key", "public key line"),
+        (["trust", "add", "big.pub", "--user"], 2, "input.too-big", "big.pub: over 1048576 bytes"),
+        (["trust", "add", "latin1.pub", "--user"], 2, "input.key", "latin1.pub: cannot read key file: not UTF-8"),
+        (["trust", "add", "empty.pub", "--user"], 2, "input.key", "empty.pub: the file holds no public key"),
+        (["trust", "add", "one.pub", "--scope", ",", "--user"], 2, "input.name", "--scope: a scope names at least"),
+        (["trust", "min-version", "triton", "1.x", "--user"], 2, "input.version", "'1.x' is not a PEP 440 version"),
+        (["trust", "min-version", "bad_", "1.0", "--user"], 2, "input.name", "is not a distribution name"),
+        (["hook", "install", "--site", "nowhere/at/all"], 1, "file.enoent", "nowhere/at/all"),
     ],
 )
-def test_exit_codes_and_one_line_errors(cli: Cli, args: list[str], code: int, text: str) -> None:
+def test_exit_codes_and_one_line_errors(cli: Cli, args: list[str], code: int, reason: str, text: str) -> None:
     cli.key("one")
-    assert text in one_error(cli(*args), code)
+    (cli.root / "big.pub").write_bytes(b"#" * ((1 << 20) + 1))
+    (cli.root / "latin1.pub").write_bytes(b"# caf\xe9\n")
+    (cli.root / "empty.pub").write_text("# no key here\n")
+    assert text in one_error(cli(*args), code, reason)
+    assert not cli.user.exists(), "nothing was written"
 
 
 def test_a_fifo_given_as_a_key_file_is_refused_not_waited_on(cli: Cli) -> None:
     """Opened without blocking: a FIFO with no writer would hang an open() forever."""
     os.mkfifo(cli.root / "fifo.pub")
-    assert "fifo.pub: not a regular file" in one_error(cli("trust", "add", "fifo.pub", "--user"), 2)
-    assert "fifo.pub" in one_error(cli("trust", "remove", "fifo.pub", "--user"), 2)
+    assert "fifo.pub: is not a regular file" in one_error(cli("trust", "add", "fifo.pub", "--user"), 2,
+                                                           "input.not-a-file")
+    assert "fifo.pub" in one_error(cli("trust", "remove", "fifo.pub", "--user"), 2, "input.not-a-file")
 
 
 def test_an_os_error_line_carries_its_errno_code(cli: Cli) -> None:
@@ -214,3 +234,89 @@ def test_a_closed_pipe_ends_quietly(cli: Cli, args: list[str]) -> None:
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_a_prefix_matching_two_keys_is_refused_before_anything_is_removed(cli: Cli) -> None:
+    """Two real key lines whose keyids share their first 8 hex digits (found by a birthday
+    search over raw 32-byte keys: the trust store reads any 32 bytes as an Ed25519 key)."""
+    from triton_backend_runtime.trust import PublicKey, keyid_of
+
+    seen: dict[str, bytes] = {}
+    for number in range(1 << 20):
+        raw = number.to_bytes(32, "big")
+        prefix = keyid_of(raw)[:8]
+        if prefix in seen:
+            break
+        seen[prefix] = raw
+    first, second = PublicKey(keyid_of(seen[prefix]), seen[prefix]), PublicKey(keyid_of(raw), raw)
+    cli.user.mkdir(parents=True)
+    (cli.user / "a.pub").write_text(first.line() + "\n")
+    (cli.user / "b.pub").write_text(second.line() + "\n")
+    line = one_error(cli("trust", "remove", prefix, "--user"), 2, "input.ambiguous")
+    assert f"{prefix}: the prefix matches 2 keys" in line
+    assert sorted(p.name for p in cli.user.glob("*.pub")) == ["a.pub", "b.pub"], "nothing removed"
+    assert cli("trust", "remove", first.keyid, "--user").returncode == 0
+    assert [p.name for p in cli.user.glob("*.pub")] == ["b.pub"]
+
+
+@pytest.mark.parametrize("args", [["--version"], ["trust", "list"]])
+def test_stdout_on_a_full_disk_is_one_line(cli: Cli, args: list[str]) -> None:
+    """Writing to /dev/full fails with ENOSPC at the final flush: one line, no "Exception
+    ignored" from the interpreter's own flush at exit."""
+    cli.user.mkdir(parents=True)
+    (cli.user / "revoked").write_text("0" * 64 + "\n")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([str(cli.python), "-m", "triton_backend_runtime", *args], stdout=full,
+                                stderr=subprocess.PIPE, text=True, env=cli.env(), cwd=cli.root)
+    assert one_error(result, 1, "file.enospc").startswith(f"{PROG}: error: <stdout>: ")
+
+
+# -- a bug of ours: the catch-all ----------------------------------------------------------
+# A bug cannot be triggered on purpose through the real code paths (then it would be fixed),
+# so these inject one: a registry or trust store that raises, in-process through main(argv).
+
+
+@pytest.fixture()
+def broken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from triton_backend_runtime import registry, trust
+
+    def bug(*_: object) -> object:
+        raise KeyError("a bug")
+
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TRITON_BACKEND_CACHE_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name))
+    monkeypatch.setattr(registry, "get", bug)
+    monkeypatch.setattr(trust, "load_trust_store", bug)
+
+
+@pytest.mark.parametrize(("args", "path"), [(["list"], "list"), (["doctor"], "doctor"), (["trust", "list"],
+                                                                                           "trust list")])
+@pytest.mark.usefixtures("broken")
+def test_an_internal_error_is_one_line_with_its_code(capsys: pytest.CaptureFixture[str], args: list[str],
+                                                     path: str) -> None:
+    from triton_backend_runtime.__main__ import main
+
+    assert main(args) == 1  # as backend-packager's error.internal
+    err = capsys.readouterr().err
+    assert err == f"{PROG}: error: {path}: KeyError: 'a bug' (a bug: -v shows the traceback) (error.internal)\n"
+
+
+@pytest.mark.usefixtures("broken")
+def test_json_gives_the_error_object(capsys: pytest.CaptureFixture[str]) -> None:
+    from triton_backend_runtime.__main__ import main
+
+    assert main(["doctor", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"format": 1, "error": {
+        "code": "error.internal", "path": "doctor", "message": "KeyError: 'a bug' (a bug: -v shows the traceback)"}}
+    assert err.endswith("(error.internal)\n") and err.count("\n") == 1
+
+
+@pytest.mark.usefixtures("broken")
+def test_verbose_shows_the_traceback_of_an_internal_error() -> None:
+    from triton_backend_runtime.__main__ import main
+
+    for args in (["-v", "list"], ["trust", "list", "-v"]):
+        with pytest.raises(KeyError, match="a bug"):
+            main(args)
+

@@ -4,7 +4,12 @@ Exit codes: 0 all is well; 1 a checked failure (doctor, list: something excluded
 rejected; trust list: a bad trust file; trust remove: no such key; a file that cannot be
 written); 2 usage or unusable input (a bad option, a key file that cannot be read or holds
 no public key). ``--json`` documents carry ``"format": JSON_FORMAT``. A closed pipe
-(``| head``) ends the command quietly; an OSError is one line, never a traceback.
+(``| head``) ends the command quietly (141).
+
+Every error is one line, ``PROG: error: PATH: DETAIL (CODE)``, the packager's form: unusable
+input as ``input.*`` (its codes where they mean the same), an OSError as ``file.<errno>``, a
+bug of ours as ``error.internal`` (exit 1, as the packager; ``-v`` shows the traceback).
+With ``--json`` the error is also ``{"format": 1, "error": {"code", "path", "message"}}``.
 """
 
 from __future__ import annotations
@@ -28,12 +33,20 @@ PROG = "python -m triton_backend_runtime"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGPIPE, what a shell reports for a tool whose reader went away (as backend-packager).
 EXIT_BROKEN_PIPE = 141
+#: 128 + SIGINT, as backend-packager exits on Ctrl-C.
+EXIT_INTERRUPTED = 130
 #: The version of every --json document's layout; raised when a key changes meaning or goes.
 JSON_FORMAT = 1
+#: A key file is one line per key; anything bigger is not one (the packager's bound too).
+MAX_KEY_FILE = 1 << 20
 
 
-class UnusableInput(Exception):
-    """A file or value given on the command line that cannot be used: exit 2."""
+class UnusableInput(TrustError):
+    """A file or value given on the command line that cannot be used: exit 2. Its codes are
+    the packager's ``input.*`` where they mean the same (``input.missing``,
+    ``input.not-a-file``, ``input.too-big``...)."""
+
+    code_prefix = "input"
 
 
 def _exercise(rehash: bool) -> reg.Registry:
@@ -215,7 +228,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
     try:
         scope = t.parse_scope_names(args.scope, "--scope") if args.scope is not None else None
     except TrustError as exc:
-        raise UnusableInput(str(exc)) from None
+        raise UnusableInput("name", exc.path, exc.detail) from None
     os.makedirs(directory, exist_ok=True)
     # The scope goes in before the key: a failure in between leaves a scope, never a wider key.
     if scope is not None:
@@ -238,9 +251,9 @@ def _trust_min_version(directory: str, dist: str, version: str) -> int:
         name = t.parse_name(dist, "min-version")
         Version(version)
     except TrustError as exc:
-        raise UnusableInput(str(exc)) from None
+        raise UnusableInput("name", exc.path, exc.detail) from None
     except InvalidVersion:
-        raise UnusableInput(f"min-version: {version[:80]!r} is not a PEP 440 version") from None
+        raise UnusableInput("version", "min-version", f"{version[:80]!r} is not a PEP 440 version") from None
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, t.FLOORS_FILE)
     replaced = t.set_floor(directory, name, version)
@@ -316,32 +329,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure ends here as one line, ``PROG: error: PATH: DETAIL
+    (CODE)`` on stderr (with ``--json`` also ``{"format": 1, "error": {...}}`` on stdout),
+    and an exit code: never a traceback, unless ``-v`` asks for the one of an internal error."""
     try:
         try:
             code = _main(argv)
         except SystemExit as exc:  # argparse: --help, --version, usage errors
             code = exc.code if isinstance(exc.code, int) else EXIT_OK if exc.code is None else EXIT_USAGE
-        sys.stdout.flush()  # here, so that a closed pipe is met inside the handler below
+        sys.stdout.flush()  # here, so that a closed pipe is met inside the handlers below
         return code
     except BrokenPipeError:
         return _pipe_closed()
+    except OSError as exc:  # the flush above: stdout on a full disk (`> /dev/full`)
+        _pipe_closed()  # what stdout still holds is lost either way; the exit flush must not raise
+        return _fail(argparse.Namespace(), from_os_error(exc, "<stdout>"), EXIT_FAILED)
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = argparse.Namespace()
     try:
+        args = build_parser().parse_args(argv)
         with _quiet(args.quiet and not getattr(args, "json", False)):
             return int(args.func(args))
     except BrokenPipeError:
         raise  # an OSError, but not an error of the command: main ends quietly
     except UnusableInput as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return _fail(args, exc, EXIT_USAGE)
     except TrustError as exc:
-        return _fail(f"{exc} ({exc.code})", EXIT_FAILED)
+        return _fail(args, exc, EXIT_FAILED)
     except OSError as exc:
-        error = from_os_error(exc)
-        return _fail(f"{error} ({error.code})", EXIT_FAILED)
+        return _fail(args, from_os_error(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug of ours: still one line; the traceback only on request
+        if getattr(args, "verbose", False):
+            raise
+        return _fail(args, _internal(args, exc), EXIT_FAILED)
 
+
+def _internal(args: argparse.Namespace, exc: Exception) -> TrustError:
+    """An unexpected exception as the one line the packager prints for it (``error.internal``)."""
+    command = " ".join(str(part) for part in (getattr(args, "command", None), getattr(args, "action", None)) if part)
+    return TrustError("internal", command or "-",
+                      f"{type(exc).__name__}: {str(exc)[:300]} (a bug: -v shows the traceback)")
 
 
 # -- one grammar: --version, -q/-v, exit codes, pipes -------------------------------------
@@ -382,17 +413,14 @@ def _quiet(enabled: bool) -> Iterator[None]:
         yield
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(args: argparse.Namespace, error: TrustError, code: int) -> int:
     try:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        if getattr(args, "json", False):
+            print(json.dumps({"format": JSON_FORMAT, "error": error.as_dict()}, indent=1, sort_keys=True))
+        print(f"{PROG}: error: {error} ({error.code})", file=sys.stderr)
     except BrokenPipeError:
         return _pipe_closed()
     return code
-
-
-def _os_error(exc: OSError) -> str:
-    where = exc.filename if exc.filename is not None else "error"
-    return f"{where}: {exc.strerror or exc}"
 
 
 def _pipe_closed() -> int:
@@ -442,47 +470,37 @@ def _doctor_details(doc: dict[str, Any]) -> None:
 def _key_file(path: str) -> tuple[str, list[Any]]:
     """The public keys of a file named on the command line; anything else is unusable input."""
     from . import trust as t
+    from .regularfile import RegularFileError, read_regular
 
     try:
-        text = _read_regular(path, 1024 * 1024).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        detail = _os_error(exc) if isinstance(exc, OSError) else f"{path}: not a text file"
-        raise UnusableInput(f"cannot read key file: {detail}") from None
+        text = read_regular(path, MAX_KEY_FILE).decode("utf-8")
+    except RegularFileError as exc:
+        raise UnusableInput(exc.reason, path, exc.detail) from None
+    except UnicodeDecodeError:
+        raise UnusableInput("key", path, "cannot read key file: not UTF-8 text") from None
     try:
         keys = t.parse_key_file(text, path)
     except TrustError as exc:
-        raise UnusableInput(f"{exc} (a public key line as written by backend-packager keygen)") from None
+        raise UnusableInput("key", exc.path, f"{exc.detail} (a public key line as written by backend-packager "
+                                             "keygen)") from None
     if not keys:
-        raise UnusableInput(f"{path}: the file holds no public key")
+        raise UnusableInput("key", path, "the file holds no public key")
     return text, keys
-
-
-def _read_regular(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file; opened without blocking, so a FIFO named
-    where a key file belongs is refused at once instead of hanging the command."""
-    import errno
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
 
 
 def _trust_remove(directory: str, target: str) -> int:
     wanted = _keyids(target)
-    removed: set[str] = set()
-    for path in _pub_files(directory):
-        removed |= _remove_lines(path, wanted)
+    files = {path: _key_lines(path) for path in _pub_files(directory)}
+    removed = {keyid for lines in files.values() for _, keyid in lines if keyid is not None and wanted(keyid)}
     if not removed:
-        print(f"{PROG}: error: {directory}: no trusted key matches {target}", file=sys.stderr)
-        return EXIT_FAILED
-    if len(removed) > 1 and not os.path.isfile(target):
-        raise UnusableInput(f"{target}: the prefix matches {len(removed)} keys ({', '.join(sorted(removed))}); "
-                            "give more digits")
+        from .errors import TrustStoreError
+
+        raise TrustStoreError("no-such-key", directory, f"no trusted key matches {target}")
+    if len(removed) > 1 and not os.path.lexists(target):  # refused before anything is removed
+        raise UnusableInput("ambiguous", target, f"the prefix matches {len(removed)} keys "
+                                                 f"({', '.join(sorted(removed))}); give more digits")
+    for path, lines in files.items():
+        _drop_lines(path, lines, removed)
     for keyid in sorted(removed):
         print(f"removed {keyid} from {directory}")
     from .trust import load_trust_store
@@ -494,12 +512,14 @@ def _trust_remove(directory: str, target: str) -> int:
 
 
 def _keyids(target: str) -> Callable[[str], bool]:
-    if os.path.isfile(target):
+    """What ``target`` names: the keys of a file when something is there (a FIFO or a
+    directory too, refused as such), else a keyid or a prefix of one."""
+    if os.path.lexists(target):
         exact = {key.keyid for key in _key_file(target)[1]}
         return exact.__contains__
     prefix = target.lower()
     if not re.fullmatch(r"[0-9a-f]{8,64}", prefix):
-        raise UnusableInput(f"{target}: neither a key file nor a keyid (8 to 64 hex digits)")
+        raise UnusableInput("key", target, "neither a key file nor a keyid (8 to 64 hex digits)")
     return lambda keyid: keyid.startswith(prefix)
 
 
@@ -511,31 +531,32 @@ def _pub_files(directory: str) -> list[str]:
         return []
 
 
-def _remove_lines(path: str, matches: Callable[[str], bool]) -> set[str]:
-    """Drop the key lines of ``path`` whose keyid ``matches``: the file is rewritten at once,
-    or removed when no key is left in it. Lines that are not keys are kept as they are."""
+def _key_lines(path: str) -> list[tuple[str, str | None]]:
+    """The lines of a trust directory's ``.pub`` file, each with the keyid it holds, if any."""
+    from .errors import TrustStoreError
+    from .regularfile import RegularFileError, read_regular
+
+    try:
+        data = read_regular(path, MAX_KEY_FILE)
+    except RegularFileError as exc:
+        if exc.reason == "too-big":  # rewriting only the first MiB would lose the rest
+            raise UnusableInput("too-big", path, f"{exc.detail}: not a key file this command rewrites") from None
+        raise TrustStoreError("read", path, f"cannot read trust file: {exc.detail}") from None
+    return [(line, _keyid_of_line(line, path)) for line in data.decode("utf-8", errors="replace").splitlines()]
+
+
+def _drop_lines(path: str, lines: list[tuple[str, str | None]], keyids: set[str]) -> None:
+    """Rewrite ``path`` without the key lines of ``keyids`` at once, or remove it when no key
+    is left in it. Lines that are not keys are kept as they are."""
     from . import trust as t
 
-    data = _read_regular(path, (1 << 20) + 1)
-    if len(data) > 1 << 20:  # rewriting only the first MiB would lose the rest
-        raise UnusableInput(f"{path}: over 1 MiB: not a key file this command rewrites")
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    kept: list[str] = []
-    removed: set[str] = set()
-    keys_left = 0
-    for line in lines:
-        keyid = _keyid_of_line(line, path)
-        if keyid is not None and matches(keyid):
-            removed.add(keyid)
-            continue
-        kept.append(line)
-        keys_left += keyid is not None
-    if removed:
-        if keys_left:
-            t.write_atomic(path, ("\n".join(kept) + "\n").encode("utf-8"))
-        else:
-            os.unlink(path)
-    return removed
+    kept = [(line, keyid) for line, keyid in lines if keyid not in keyids]
+    if len(kept) == len(lines):
+        return
+    if any(keyid is not None for _, keyid in kept):
+        t.write_atomic(path, ("\n".join(line for line, _ in kept) + "\n").encode("utf-8"))
+    else:
+        os.unlink(path)
 
 
 def _keyid_of_line(line: str, where: str) -> str | None:
