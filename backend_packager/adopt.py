@@ -28,9 +28,18 @@ wheel to migrate. ``adopt`` takes the distribution as it is installed, in three 
    that differs from RECORD is accepted when the manifest on disk is signed by that key and
    vouches for it as it is.
 
+Plugins (:mod:`.plugininfo`): what each says about itself is captured as ``migrate`` does,
+in the same isolated child, from copies of the installed files checked against the hashes
+just checked; a plugin that ships no ``libtriton.so`` is called against the one installed
+beside it.
+
 ``--wheel-out DIR`` leaves the installed files alone and writes a wheel instead: the checked
-files, read again and compared with what was checked, into a plain wheel in a temporary
-directory, which ``migrate`` itself then signs into ``DIR``.
+files, read again and compared with what was checked, into a plain wheel, which ``migrate``
+itself then signs into ``DIR``. The plain wheel is written unnamed into a scratch directory
+of ``DIR`` that carries the pid; one a killed run left is removed by the next.
+
+Where to look: the site-packages directory given, else the interpreter's purelib and
+platlib (sysconfig), searched in that order; a distribution found in both is refused.
 """
 
 from __future__ import annotations

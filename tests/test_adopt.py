@@ -15,18 +15,23 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures, run_cli
-from helpers.disttree import TrustEnv
+from conftest import ROOT, ElfFixtures, run_cli
+from helpers.disttree import TAG, TrustEnv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projects import fresh_venv, pip_install, record_hash
 from runtime_wheels import backend_files, write_wheel
-from triton_backend_runtime import discovery
+from triton_backend_runtime import discovery, dsse
+from triton_backend_runtime import manifest as m
 from triton_backend_runtime.layout import MANIFEST_FILENAME
+from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.verify import verify_distribution
 
 from backend_packager import signing
@@ -39,17 +44,22 @@ SCRIPTS = "[console_scripts]\nforkgpu-info = triton.backends.forkgpu:main\n"
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> Path:
-    """The fork (Python sources, a native library) installed by pip into a venv (bytecode
-    compiled, a script wrapper in bin/): its site-packages directory."""
-    base = tmp_path_factory.mktemp("adopt")
+def fork_wheel(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> Path:
+    """The fork: Python sources, a native library, a console script; not Root-Is-Purelib."""
     files = backend_files(PACKAGE, "Fork", "forkgpu")
     files[f"{PACKAGE}/__init__.py"] = b"def main():\n    print('forkgpu')\n"
     files[f"{PACKAGE}/lib/libfork_driver.so"] = elf_files.exports.read_bytes()
     files[f"{DIST_INFO}/entry_points.txt"] = SCRIPTS.encode()
-    wheel = write_wheel(base / "wheels", NAME, "1.0", files)
+    return write_wheel(tmp_path_factory.mktemp("wheels"), NAME, "1.0", files)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory, fork_wheel: Path) -> Path:
+    """The fork installed by pip into a venv (bytecode compiled, a script wrapper in bin/):
+    its site-packages directory."""
+    base = tmp_path_factory.mktemp("adopt")
     python = fresh_venv(base / "venv")
-    pip_install(python, str(wheel))
+    pip_install(python, str(fork_wheel))
     site = next((base / "venv" / "lib").glob("python*/site-packages"))
     assert (base / "venv" / "bin" / "forkgpu-info").exists()
     return site
@@ -360,6 +370,181 @@ def test_hostile_record_is_a_reason_never_a_crash(rows: list[tuple[str, str, str
         assert outcome.status in ("adopted", "re-signed")
     else:
         assert not changed and outcome.error.code.split(".")[0] in ("installed", "wheel", "input", "verify")
+
+# -- without --site-packages: purelib, then platlib ------------------------------------------------
+
+
+@dataclass
+class SplitPython:
+    """This CPython started with ``PYTHONHOME=PREFIX:EXEC_PREFIX`` (a wrapper script), so that
+    its prefix and exec_prefix, and with them sysconfig's purelib and platlib, differ."""
+
+    python: Path
+    purelib: Path
+    platlib: Path
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The packager run by this interpreter, from this checkout and this venv's packages."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update(COLUMNS="1000", PYTHONPATH=os.pathsep.join(
+            [str(ROOT), str(ROOT / "runtime"), sysconfig.get_paths()["purelib"]]))
+        return subprocess.run([str(self.python), "-m", "backend_packager", *args], capture_output=True, text=True,
+                              env=env)
+
+
+def split_python(root: Path) -> SplitPython:
+    """The standard library linked under PREFIX, ``lib-dynload`` under EXEC_PREFIX (where
+    CPython looks for each), and a site-packages directory under both."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    prefix, exec_prefix = root / "prefix", root / "exec-prefix"
+    stdlib, platstdlib = prefix / sys.platlibdir / version, exec_prefix / sys.platlibdir / version
+    (stdlib / "site-packages").mkdir(parents=True)
+    for entry in Path(os.__file__).parent.iterdir():
+        if entry.name not in ("site-packages", "lib-dynload"):
+            (stdlib / entry.name).symlink_to(entry)
+    (platstdlib / "site-packages").mkdir(parents=True)
+    (platstdlib / "lib-dynload").symlink_to(next(p for p in sys.path if p.endswith("lib-dynload")))
+    wrapper = root / "python"
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    wrapper.write_text(f'#!/bin/sh\nPYTHONHOME="{prefix}:{exec_prefix}" exec "{base}" "$@"\n')
+    wrapper.chmod(0o755)
+    query = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"
+    paths = json.loads(subprocess.run([str(wrapper), "-c", query], capture_output=True, text=True,
+                                      check=True).stdout)
+    return SplitPython(wrapper, Path(paths["purelib"]), Path(paths["platlib"]))
+
+
+def test_without_site_packages_purelib_then_platlib_are_searched(fork_wheel: Path, trust: TrustEnv,
+                                                                 tmp_path: Path) -> None:
+    split = split_python(tmp_path / "split")
+    assert split.purelib != split.platlib
+    pip_install(split.python, str(fork_wheel))  # pip's own choice: not Root-Is-Purelib, so platlib
+    assert (split.platlib / DIST_INFO).is_dir() and not (split.purelib / DIST_INFO).exists()
+    shown = split.cli("adopt", "--help").stdout
+    assert f"this interpreter's purelib {split.purelib}, then its platlib {split.platlib}" in shown
+    key = str(key_file(trust))
+    done = split.cli("adopt", NAME, "--key", key, "--json")
+    assert done.returncode == 0, done.stderr
+    (outcome,) = json.loads(done.stdout)["distributions"]
+    assert (outcome["status"], outcome["source"]) == ("adopted", str(split.platlib / DIST_INFO))
+    assert verdict_of(split.platlib, trust).status == "verified"
+    missing = split.cli("adopt", "no-such-dist", "--key", key)
+    assert missing.returncode == 2 and "(input.not-installed)" in missing.stderr
+    assert f"in {split.purelib} and {split.platlib}" in missing.stderr
+    shutil.copytree(split.platlib / DIST_INFO, split.purelib / DIST_INFO)  # a second install of it
+    both = split.cli("adopt", NAME, "--key", key, "--json")
+    assert both.returncode == 2
+    (error,) = [o["error"] for o in json.loads(both.stdout)["distributions"]]
+    assert error["code"] == "input.ambiguous" and f"{split.purelib} and {split.platlib}" in error["message"]
+    assert split.cli("adopt", NAME, "--key", key, "--site-packages", str(split.platlib)).returncode == 0
+
+
+# -- --wheel-out killed: its scratch directory is removed by the next run ---------------------------
+
+HELD_AT = """
+import sys
+from pathlib import Path
+from backend_packager import adopt, signing
+real = adopt.{function}
+def hold(*args, **kwargs):  # say so, then wait for the SIGKILL
+    print("holding", flush=True)
+    sys.stdin.read()
+    return real(*args, **kwargs)
+adopt.{function} = hold
+adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})), wheel_out=Path({out!r}))
+"""
+
+
+def _killed_while_holding(function: str, site: Path, key: Path, out: Path) -> Path:
+    """Run ``--wheel-out`` in a child held in ``function``, check what exists then, SIGKILL it:
+    returns the scratch directory it leaves."""
+    code = HELD_AT.format(function=function, site=str(site), name=NAME, key=str(key), out=str(out))
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "holding\n"
+        (scratch,) = out.iterdir()
+        assert scratch.name.startswith(f".backend-packager-adopt.{child.pid}-") and scratch.name.endswith(".tmp")
+        named = [p.name for p in scratch.iterdir() if not p.name.startswith(".")]
+        if function == "_add_member":  # the plain wheel is being written, unnamed
+            assert named == []
+            fds = Path(f"/proc/{child.pid}/fd")
+            assert any(os.readlink(fd).startswith(f"{scratch}/") for fd in fds.iterdir())
+        else:  # written whole, named, handed to migrate
+            assert named == [f"triton_fork-1.0-{TAG}.whl"]
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == -9
+    assert list(out.iterdir()) == [scratch]
+    return scratch
+
+
+@pytest.mark.parametrize("function", ["_add_member", "migrate_wheel"])
+def test_wheel_out_killed_leaves_a_scratch_directory_the_next_run_removes(function: str, site: Path,
+                                                                          trust: TrustEnv, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _killed_while_holding(function, site, key_file(trust), out)
+    # Not ours to remove: a running process's scratch, a symlink named like a dead one's.
+    live = out / f".backend-packager-adopt.{os.getpid()}-live.tmp"
+    live.mkdir()
+    (elsewhere := tmp_path / "elsewhere").mkdir()
+    (elsewhere / "kept").write_text("kept\n")
+    link = out / ".backend-packager-adopt.999999999-link.tmp"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--wheel-out", str(out))
+    assert code == 0, doc
+    wheel = Path(doc["distributions"][0]["output"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([wheel.name, live.name, link.name])
+    assert (elsewhere / "kept").read_text() == "kept\n"
+
+
+# -- plugins: what they say about themselves, captured from the installed files ---------------------
+
+
+def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
+    return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins
+
+
+def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust: TrustEnv, tmp_path: Path) -> None:
+    """Three plugins installed with pip: one answers alone, one needs libtriton.so (a stub,
+    installed beside it as triton 3.9.0), one speaks plugin API v1 (not called). adopt records
+    what ``migrate`` records for the same wheel, with the build environment's Triton there."""
+    from runtime_wheels import pip_install as pip_install_target
+    from test_plugin_contract import Libs
+
+    libs = Libs(tmp_path / "libs")
+    files = {"plugpack/__init__.py": b"", "plugpack/libshared.so": elf_files.plugin_shared.read_bytes(),
+             "plugpack/libold.so": elf_files.plugin_v1.read_bytes(),
+             "plugpack/libcontract.so": libs.plugin("needs-libtriton").read_bytes()}
+    wheel = write_wheel(tmp_path / "wheels", "plugpack", "1.0", files)
+    stub = write_wheel(tmp_path / "wheels", "triton", "3.9.0", {
+        "triton/__init__.py": b'__version__ = "3.9.0"\n', "triton/_C/libtriton.so": libs.stub.read_bytes()})
+    site = tmp_path / "site"
+    for each in (wheel, stub):
+        pip_install_target(Path(sys.executable), each, site)
+    done = run_cli("adopt", "plugpack", "--site-packages", str(site), "--key", str(key_file(trust)), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    adopted = {p.path: p for p in manifest_plugins((site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).read_bytes())}
+    shared, old, contract = (adopted[f"plugpack/lib{n}.so"].info for n in ("shared", "old", "contract"))
+    assert shared is not None and shared.captured, shared
+    assert (shared.name, shared.version, shared.triton_version, shared.libtriton) == ("shared", "1.0", "3.9.0", None)
+    assert old is not None and (old.captured, old.reason_code) == (False, "api-version")
+    assert contract is not None and contract.captured, contract
+    assert [p.name for p in contract.passes] == ["contract-lower", "contract-fuse"]
+    assert contract.libtriton == "installed beside it: triton 3.9.0"
+    assert "libcontract" not in Path("/proc/self/maps").read_text()
+    # migrate of the same wheel, its build environment's Triton the one installed beside
+    exe = Path(sys.executable).parent / "backend-packager"
+    migrated = subprocess.run([str(exe), "migrate", str(wheel), "-o", str(tmp_path / "out"), "--key",
+                               str(key_file(trust))], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(site)})
+    assert migrated.returncode == 0, migrated.stderr
+    with zipfile.ZipFile(tmp_path / "out" / wheel.name) as archive:
+        expected = {p.path: p for p in manifest_plugins(archive.read(f"plugpack-1.0.dist-info/{MANIFEST_FILENAME}"))}
+    built = expected["plugpack/libcontract.so"].info
+    assert built is not None and built.libtriton == "build environment: triton 3.9.0"
+    built.libtriton = contract.libtriton  # the one difference: where that Triton was found
+    assert adopted == expected
 
 
 @pytest.mark.triton_wheel
