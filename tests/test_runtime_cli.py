@@ -320,3 +320,19 @@ def test_verbose_shows_the_traceback_of_an_internal_error() -> None:
         with pytest.raises(KeyError, match="a bug"):
             main(args)
 
+
+
+def test_a_fifo_in_a_trust_directory_is_a_bad_trust_file_not_a_hang(cli: Cli) -> None:
+    """``x.pub`` a FIFO with no writer: a plain open() blocked trust list, doctor and every
+    ``import triton`` forever. It is a trust file that cannot be read (trust.read), and a
+    scopes file that is one refuses the scope it was asked to set."""
+    _, pub = cli.key("one")
+    cli.user.mkdir(parents=True)
+    os.mkfifo(cli.user / "x.pub")
+    line = one_error(cli("trust", "list"), 1, "trust.read")
+    assert f"{cli.user / 'x.pub'}: cannot read trust file: is not a regular file" in line
+    assert [p["code"] for p in json.loads(cli("list", "--json").stdout)["problems"]] == ["load.triton"]
+    os.mkfifo(cli.user / "scopes")
+    assert "scopes: cannot read trust file" in one_error(cli("trust", "add", str(pub), "--scope", "a", "--user"), 1,
+                                                        "trust.read")
+    assert sorted(os.listdir(cli.user)) == ["scopes", "x.pub"], "no key without its scope"

@@ -344,6 +344,10 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
         )
 
 
+#: Trust files are a few lines each; no more than this of one is read.
+MAX_TRUST_FILE = 1024 * 1024
+
+
 def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, list[TrustStoreError]]:
     """The trust store from every location, and the problems met on the way.
 
@@ -392,13 +396,7 @@ def write_atomic(path: str, data: bytes) -> None:
 def _set_line(path: str, matches: Callable[[str], bool], line: str) -> list[str]:
     """Put ``line`` in place of every line whose first field ``matches`` (comments and other
     lines kept as they are, a new line appended otherwise); returns the lines replaced."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrustStoreError("read", path, f"cannot read trust file: {exc}") from None
+    text = _read_text(path, rewrite=True)
     kept: list[str] = []
     replaced: list[str] = []
     for old in text.splitlines():
@@ -431,12 +429,20 @@ def set_floor(directory: str, name: str, version: str) -> list[str]:
     return _set_line(os.path.join(directory, FLOORS_FILE), matches, f"{wanted} {version}")
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, *, rewrite: bool = False) -> str:
+    """A trust file's text: its first MiB, or, to ``rewrite`` it, all of it or an error ("" for
+    no file). Opened without blocking: a FIFO named ``x.pub`` in a trust directory hung every
+    ``import triton`` and ``trust list``."""
+    from .regularfile import RegularFileError, read_regular
+
     try:
-        with open(path, encoding="utf-8") as stream:
-            return stream.read(1024 * 1024)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrustStoreError("read", path, f"cannot read trust file: {exc}") from None
+        return read_regular(path, MAX_TRUST_FILE, truncate=not rewrite).decode("utf-8")
+    except RegularFileError as exc:
+        if rewrite and exc.reason == "missing":
+            return ""
+        raise TrustStoreError("read", path, f"cannot read trust file: {exc.detail}") from None
+    except UnicodeDecodeError:
+        raise TrustStoreError("read", path, "cannot read trust file: not UTF-8 text") from None
 
 
 def _threshold(text: str, path: str) -> int:
