@@ -20,11 +20,19 @@ against the file size and against a named limit first; hitting a limit raises
 - :data:`TABLE_LIMIT` bytes for each of ``.dynamic``, ``.gnu.version_r``,
   ``.gnu.version_d``, ``.comment`` and the section-name table;
 - :data:`NOTE_BYTES_LIMIT` bytes of allocated notes, overlapping note sections read once;
+- :data:`INTERP_LIMIT` bytes of the ``PT_INTERP`` path (the program headers themselves are
+  at most 65,535 by the header's 16-bit count);
 - and, while decoding, the limits of :mod:`~backend_packager.elftables` (version records,
   decoded name bytes, ``PyInit_*`` exports).
 
+The program interpreter (``PT_INTERP``, gABI "Program Header") is what tells a PIE
+executable (ET_DYN with an interpreter) from a shared library. Its path is checked as
+Linux's ``binfmt_elf`` checks it before running a file: 2 to ``PATH_MAX`` bytes, inside the
+file, ending in NUL; anything else is ``elf.corrupt`` (``elf.truncated`` past the end of the
+file, ``elf.limit`` over :data:`INTERP_LIMIT`), never a silently absent field.
+
 Memory bound: the raw tables held at once are at most :data:`SCAN_BYTES_LIMIT` (about
-116 MiB), and decoding adds at most a few hundred bytes per symbol plus the decoded
+120 MiB), and decoding adds at most a few hundred bytes per symbol plus the decoded
 names (:data:`~backend_packager.elftables.NAME_BYTES_LIMIT`). A scan's peak stays under
 :data:`MEMORY_BOUND`, whatever the file; ``tests/test_elf.py`` holds this by scanning
 crafted files at the limits in a child process under ``RLIMIT_AS``. Time is linear in
@@ -60,9 +68,14 @@ TABLE_LIMIT = 1 << 20
 NOTE_BYTES_LIMIT = 1 << 20
 #: Most bytes of small non-allocated sections a second pass keeps, one of which may be .comment.
 COMMENT_GUESS_BYTES = 16 << 20
+#: Most bytes of the PT_INTERP path, its NUL included: Linux's PATH_MAX, above which
+#: ``binfmt_elf`` refuses to run the file.
+INTERP_LIMIT = 4096
+#: Most bytes of program headers: e_phnum is 16 bits.
+PROGRAM_HEADER_BYTES = 0xFFFF * 56
 #: Most raw bytes one scan reads and holds: also what a streamed scan spools at most.
 SCAN_BYTES_LIMIT = (64 + SECTION_LIMIT * 64 + SYMBOL_LIMIT * 26 + STRING_TABLE_LIMIT + 5 * TABLE_LIMIT
-                    + NOTE_BYTES_LIMIT + COMMENT_GUESS_BYTES)
+                    + NOTE_BYTES_LIMIT + COMMENT_GUESS_BYTES + PROGRAM_HEADER_BYTES + INTERP_LIMIT)
 #: Peak memory of one scan at every limit, interpreter included (held in a test).
 MEMORY_BOUND = 768 << 20
 
@@ -74,7 +87,6 @@ SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFF
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
 PF_X, PF_W = 0x1, 0x2
 SHF_ALLOC, SHF_STRINGS = 0x2, 0x20
-ET_DYN = 3
 SHN_XINDEX = 0xFFFF
 #: Bytes kept after the last loadable segment when streaming: where .comment lives.
 TAIL_CAPTURE = 1 << 20
@@ -113,11 +125,15 @@ class _Section:
 
 @dataclass
 class _Plan:
-    """Which sections the scan reads; ``names`` (the section-name table) is optional."""
+    """Which sections the scan reads; ``names`` (the section-name table) is optional;
+    ``program_headers`` and ``interp``: the program header table and the PT_INTERP path,
+    where the file has them."""
 
     sections: dict[str, _Section | None]
     notes: list[Range]
     names: _Section | None
+    program_headers: Range | None = None
+    interp: Range | None = None
 
 
 def is_elf(head: bytes) -> bool:
@@ -165,6 +181,7 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
         raise ElfError("truncated", path, f"truncated ELF file ({len(head)} bytes)")
     sections, names_index = _section_table(stream, head, path, size, available)
     plan = _plan(sections, names_index, path, size)
+    plan.program_headers, plan.interp = _interp_extent(stream, head, path, size, available)
     read = _Reader(stream, available)
     # In a sparse capture the section names are usually absent, and .comment is a guess
     # (see _comment_section): a guess that fails its checks asks the second pass, which
@@ -186,6 +203,7 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
         verneed_count=_info(plan.sections["verneed"]),
         verdef_count=_info(plan.sections["verdef"]),
         notes=b"".join(read.range(r) for r in plan.notes),
+        interp=read.range(plan.interp) if plan.interp is not None else None,
     )
     header = elftables.Header(machine=machine, osabi=head[7], e_type=_EHDR.unpack(head)[1])
     return elftables.decode(tables, header, path)
@@ -248,14 +266,40 @@ def _section_fields(row: bytes | tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _read_exact(stream: BinaryIO, path: str, size: int, available: list[Range] | None, start: int,
-                length: int) -> bytes:
+                length: int, what: str = "section headers") -> bytes:
     if start + length > size:
-        raise ElfError("truncated", path, f"truncated ELF: the section headers end at byte {start + length}, "
+        raise ElfError("truncated", path, f"truncated ELF: the {what} end at byte {start + length}, "
                        f"the file has {size}")
     if not _covered((start, start + length), available):
         raise CaptureMiss(path, [(0, _EHDR.size), (start, start + length)])
     stream.seek(start)
     return stream.read(length)
+
+
+def _interp_extent(stream: BinaryIO, head: bytes, path: str, size: int,
+                   available: list[Range] | None) -> tuple[Range | None, Range | None]:
+    """The program header table, and where the first PT_INTERP's path lies (the gABI allows
+    one), checked as Linux's ``binfmt_elf`` checks it: 2 to INTERP_LIMIT bytes, within the file."""
+    fields = _EHDR.unpack(head)
+    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+    if phoff == 0 or phnum == 0:
+        return None, None
+    if phentsize != _PHDR.size:
+        raise ElfError("corrupt", path, f"corrupt ELF: program header size {phentsize}, expected {_PHDR.size}")
+    extent = (phoff, phoff + phnum * _PHDR.size)
+    table = _read_exact(stream, path, size, available, phoff, phnum * _PHDR.size, "program headers")
+    interp = next((row for row in _PHDR.iter_unpack(table) if row[0] == PT_INTERP), None)
+    if interp is None:
+        return extent, None
+    offset, length = interp[2], interp[5]
+    if length > INTERP_LIMIT:
+        raise limit(path, "INTERP_LIMIT", INTERP_LIMIT, f"the PT_INTERP path's {length:,} bytes")
+    if length < 2:
+        raise ElfError("corrupt", path, f"corrupt ELF: the PT_INTERP path has {length} bytes (an empty path)")
+    if offset + length > size:
+        raise ElfError("truncated", path, f"truncated ELF: the PT_INTERP path ends at byte {offset + length}, "
+                       f"the file has {size}")
+    return extent, (offset, offset + length)
 
 
 def _plan(sections: list[_Section], names_index: int, path: str, size: int) -> _Plan:
@@ -331,7 +375,7 @@ def _check_captured(plan: _Plan, sections: list[_Section], head: bytes, path: st
     if available is None:
         return
     needed = [s.extent for s in plan.sections.values() if s is not None and s.type != SHT_NOBITS]
-    needed += plan.notes
+    needed += plan.notes + [r for r in (plan.program_headers, plan.interp) if r is not None]
     if not force and all(_covered(extent, available) for extent in needed):
         return
     shoff = _EHDR.unpack(head)[6]
@@ -345,25 +389,12 @@ def _check_captured(plan: _Plan, sections: list[_Section], head: bytes, path: st
     raise CaptureMiss(path, merge([(0, _EHDR.size), *table, *names, *needed, *guesses]))
 
 
-def has_interpreter(head: bytes) -> bool:
-    """A PT_INTERP among the program headers found in ``head`` (the file's first bytes).
-
-    An ET_DYN file with an interpreter is a PIE executable, not a library.
-    """
-    if len(head) < _EHDR.size or head[:4] != ELF_MAGIC:
-        return False
-    fields = _EHDR.unpack_from(head)
-    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-    if phentsize != _PHDR.size or phoff + phnum * _PHDR.size > len(head):
-        return False
-    return any(_PHDR.unpack_from(head, phoff + i * _PHDR.size)[0] == PT_INTERP for i in range(phnum))
-
-
 def capture_ranges(head: bytes, budget: int = SCAN_BYTES_LIMIT) -> list[Range] | None:
     """Byte ranges a streamed scan keeps, from the first bytes of the file alone.
 
-    Always the ELF header and the section header table (its place is in the ELF header).
-    With program headers: the dynamic segment, the notes, 1 MiB after the last loadable
+    Always the ELF header and the section and program header tables (their places are in
+    the ELF header). With program headers in ``head``: the interpreter's path, the dynamic
+    segment, the notes, 1 MiB after the last loadable
     segment (where .comment is), and the read-only loadable segments (where linkers put
     .dynsym, .dynstr, .gnu.version*), cut so the total stays within ``budget``. A miss is
     answered by :class:`CaptureMiss` with the exact ranges. None when ``head`` is too
@@ -375,16 +406,19 @@ def capture_ranges(head: bytes, budget: int = SCAN_BYTES_LIMIT) -> list[Range] |
     phoff, shoff, phentsize, phnum, shnum = fields[5], fields[6], fields[9], fields[10], fields[12]
     table = min(shnum or SECTION_LIMIT, SECTION_LIMIT) * _SHDR.size if shoff else 0
     headers = [(0, _EHDR.size), (shoff, shoff + table)]
+    if phoff and phnum and phentsize == _PHDR.size:
+        headers.append((phoff, phoff + phnum * _PHDR.size))
     ranges: list[Range] = []
     loads: list[tuple[int, int, int]] = []
     if phentsize == _PHDR.size and phnum and phoff + phnum * _PHDR.size <= len(head):
-        headers.append((phoff, phoff + phnum * _PHDR.size))
         for i in range(phnum):
             p_type, p_flags, p_offset, _, _, p_filesz, _, _ = _PHDR.unpack_from(head, phoff + i * _PHDR.size)
             if p_type == PT_LOAD:
                 loads.append((p_offset, p_offset + p_filesz, p_flags))
             elif p_type in (PT_DYNAMIC, PT_NOTE):
                 ranges.append((p_offset, p_offset + min(p_filesz, TABLE_LIMIT)))
+            elif p_type == PT_INTERP:
+                ranges.append((p_offset, p_offset + min(p_filesz, INTERP_LIMIT)))
     if loads:
         last_end = max(hi for _, hi, _ in loads)
         ranges.append((last_end, last_end + TAIL_CAPTURE))
@@ -421,7 +455,3 @@ def merge(ranges: list[Range]) -> list[Range]:
             merged.append((start, end))
     return merged
 
-
-def file_kind(file_type: str, interpreter: bool) -> str:
-    """'executable' for EXEC files and for DYN files with PT_INTERP (PIE), else 'library'."""
-    return "library" if file_type == "DYN" and not interpreter else "executable"

@@ -78,6 +78,7 @@ class Tables:
     dynamic: bytes
     notes: bytes
     comment: bytes
+    interp: bytes | None = None  # the PT_INTERP path's bytes; None without PT_INTERP
 
 
 @dataclass
@@ -157,6 +158,7 @@ def decode(t: Tables, header: Header, path: str) -> ElfInfo:
         manylinux=manylinux_tag(glibc, header.machine),
         python_extension=[n[7:] for n in _pyinit(ordered, path)],
         plugin=_plugin_api(ordered),
+        interpreter=_interpreter(t.interp, path),
     )
 
 
@@ -410,6 +412,19 @@ def _build_id(notes: bytes) -> str | None:
             return notes[desc_at : desc_at + descsz].hex() or None
         offset = desc_at + (descsz + 3) // 4 * 4
     return None
+
+
+def _interpreter(raw: bytes | None, path: str) -> str | None:
+    """The PT_INTERP path: a C string filling its segment, as Linux's ``binfmt_elf`` requires
+    (its last byte NUL), read up to the first NUL as the kernel reads it; empty is corrupt."""
+    if raw is None:
+        return None
+    if raw[-1:] != b"\0":
+        raise ElfError("corrupt", path, "corrupt ELF: the PT_INTERP path is not NUL-terminated")
+    name = raw[: raw.index(b"\0")]
+    if not name:
+        raise ElfError("corrupt", path, "corrupt ELF: the PT_INTERP path is empty")
+    return _text(name)
 
 
 def _comment(data: bytes) -> list[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from triton_backend_runtime import dsse, schema
-from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, Manifest, Plugin
+from triton_backend_runtime.errors import printable
+from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, ElfInfo, Manifest, Plugin, file_kind
 from triton_backend_runtime.statement import manifest_from_statement
 
 from .errors import ManifestError
@@ -50,6 +51,7 @@ def as_json(inspection: Inspection) -> dict[str, Any]:
         "verified": False,
         "coverage": inspection.manifest.coverage,
         "plugins": [plugin_json(p) for p in inspection.manifest.plugins],
+        "kinds": {a.path: file_kind(a.elf) for a in inspection.manifest.artifacts if a.elf is not None},
         "manifest": schema.encode(inspection.manifest),
     }
 
@@ -87,10 +89,18 @@ def render(inspection: Inspection) -> str:
         out.append(f"  {a.path}  {a.size} bytes  sha256 {a.sha256[:16]}")
         if a.elf is not None:
             e = a.elf
-            out.append(f"      {e.machine} {e.file_type}, glibc {e.glibc or '-'} ({e.manylinux}), "
+            out.append(f"      {e.machine} {kind_text(e)}, glibc {e.glibc or '-'} ({e.manylinux}), "
                        f"{e.exports.count} exports, {len(e.imports)} imports"
                        + (f", needs {', '.join(e.needed)}" if e.needed else ""))
     return "\n".join(out)
+
+
+def kind_text(elf: ElfInfo) -> str:
+    """'library (DYN)', 'executable (EXEC)', 'executable (DYN, PIE; interpreter PATH)'."""
+    if elf.interpreter is None:
+        return f"{file_kind(elf)} ({elf.file_type})"
+    pie = ", PIE" if elf.file_type == "DYN" else ""
+    return f"executable ({elf.file_type}{pie}; interpreter {printable(elf.interpreter)})"
 
 
 def coverage_text(manifest: Manifest) -> str:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_backend_runtime.layout import is_shared_library
-from triton_backend_runtime.manifest import Artifact
+from triton_backend_runtime.manifest import Artifact, file_kind
 
-from .artifacts import PLAN_BYTES, ArtifactSink, artifact_from_file, read_into
-from .elf import ELF_MAGIC, CaptureMiss, file_kind, has_interpreter
+from .artifacts import ArtifactSink, artifact_from_file, read_into
+from .elf import ELF_MAGIC, CaptureMiss
 from .errors import ElfError, InputError, TrustError, WheelError
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def scan_paths(paths: list[Path], progress: Progress | None = None) -> ScanResul
 
 def kind_of(artifact: Artifact, head: bytes) -> str:
     """The label ``scan`` shows: plugin, Python extension, library or executable (PIE
-    included: an ET_DYN file with an interpreter), unsupported binary, or data."""
+    included: an ET_DYN file with an interpreter, see
+    :func:`~triton_backend_runtime.manifest.file_kind`), unsupported binary, or data."""
     info = artifact.elf
     if info is None:
         foreign = _foreign_format(head)
@@ -73,11 +74,15 @@ def kind_of(artifact: Artifact, head: bytes) -> str:
         return f"triton-plugin-{info.plugin.api}"
     if info.python_extension:
         return "python-extension"
-    return file_kind(info.file_type, has_interpreter(head))
+    return file_kind(info)
 
 
 def _foreign_format(head: bytes) -> str | None:
-    from .writer import FOREIGN_BINARY  # the wheel writer's list; imported only when needed
+    if head.startswith(ELF_MAGIC):
+        return None
+    # The wheel writer's list, imported only for a file that is not ELF: scanning a .so
+    # needs none of the writer's imports (a quarter of `scan`'s start-up).
+    from .writer import FOREIGN_BINARY
 
     if not head.startswith(FOREIGN_BINARY):
         return None
@@ -124,8 +129,12 @@ def _scan_directory(root: Path, progress: Progress | None) -> Iterator[_Listed |
         yield _scan_file(file, file.relative_to(root).as_posix(), str(file), require_elf=named_so)
 
 
-def _head(file: Path, size: int = PLAN_BYTES) -> bytes:
-    """The first bytes: the magic number, and the program headers (for PT_INTERP)."""
+#: Enough for every magic number the scan tells apart (ELF, PE, Mach-O).
+MAGIC_BYTES = 64
+
+
+def _head(file: Path, size: int = MAGIC_BYTES) -> bytes:
+    """The first bytes, for the magic number (the scan reads the rest itself)."""
     with file.open("rb") as stream:
         return stream.read(size)
 
@@ -152,7 +161,7 @@ def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str
     try:
         with archive.open(info) as stream:
             read_into(sink, stream)  # type: ignore[arg-type]
-        head = sink.prefix
+        head = sink.head
         return _listed(sink.finish(require_elf=require_elf), head, display)
     finally:
         sink.close()

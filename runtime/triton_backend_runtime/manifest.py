@@ -28,11 +28,12 @@ from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 
 __all__ = [
     "Artifact", "Backend", "Build", "COVERAGE_ALL", "COVERAGE_NATIVE", "CaptureFailure", "Coverage",
-    "EXPORT_LIST_LIMIT", "ElfInfo", "ExportTable", "INSTALLER_FILES", "Import", "MANIFEST_FILENAME",
+    "EXPORT_LIST_LIMIT", "ElfInfo", "ExportTable", "INSTALLER_FILES", "INTERP_MAX_CHARS", "Import", "MANIFEST_FILENAME",
     "MAX_MANIFEST_BYTES", "Manifest", "OnFailure", "PLUGIN_V1_SYMBOLS", "PLUGIN_V2_SYMBOL", "PROTOCOL_VERSION",
     "PassPlacement", "Phase", "Plugin", "PluginApi", "PluginContract", "PluginDialect", "PluginInfo", "PluginPass",
     "Provenance", "Repair", "Requirements", "SCHEMA_MAJOR", "SCHEMA_MINOR", "SCHEMA_URI", "SCHEMA_VERSION", "Symbol",
-    "VersionNeed", "check_version", "from_json", "from_value", "is_installer_file", "json_schema", "to_json",
+    "VersionNeed", "check_version", "file_kind", "from_json", "from_value", "is_installer_file", "json_schema",
+    "to_json",
 ]
 
 SCHEMA_MAJOR = 1
@@ -40,7 +41,8 @@ SCHEMA_MAJOR = 1
 #: 1.2 added ``Plugin.info`` (what ``tritonGetPluginInfo`` returned at build time) and
 #: ``Plugin.contract`` (what the vendor declared); both optional, absent before 1.2.
 #: 1.2 also added ``Manifest.triton_package`` and ``Provenance.repairs`` (defaults: "triton", []).
-SCHEMA_MINOR = 2
+#: 1.3 added ``ElfInfo.interpreter`` (PT_INTERP; absent before 1.3, and for libraries).
+SCHEMA_MINOR = 3
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
 _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
@@ -57,6 +59,9 @@ INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", MANIFE
 Coverage = Literal["all", "native"]
 COVERAGE_ALL: Coverage = "all"
 COVERAGE_NATIVE: Coverage = "native"
+#: Longest ``ElfInfo.interpreter`` a manifest may hold: Linux's PATH_MAX (4096 bytes with the
+#: NUL), which is also the most the scanner reads; a non-UTF-8 byte may decode to 4 characters.
+INTERP_MAX_CHARS = 4 * 4096
 #: Above this many exports, a library's export list is summarised (see ExportTable).
 EXPORT_LIST_LIMIT = 4096
 
@@ -146,6 +151,21 @@ class ElfInfo:
     manylinux: Annotated[str, "The manylinux tag the glibc requirement implies"]
     python_extension: Annotated[list[str], "Module names of PyInit_* exports"]
     plugin: PluginApi | None
+    interpreter: Annotated[
+        str | None,
+        schema.MaxLength(INTERP_MAX_CHARS),
+        "PT_INTERP, the program interpreter's path (e.g. /lib64/ld-linux-x86-64.so.2): an executable's, a PIE's "
+        "included; null for a library, and absent before schema 1.3",
+    ] = None
+
+
+def file_kind(info: ElfInfo) -> Literal["executable", "library"]:
+    """What a file is for a person: ET_EXEC, or ET_DYN with a program interpreter (a PIE), is
+    an executable; ET_DYN without one is a library (gABI, "Program Header": PT_INTERP).
+
+    A manifest before schema 1.3 records no interpreter, so its PIEs read as libraries.
+    """
+    return "library" if info.file_type == "DYN" and info.interpreter is None else "executable"
 
 
 @dataclass

@@ -8,7 +8,8 @@ stops the build side and the load side from drifting apart.
 
 Decoding is strict about types (``true`` is not an integer, ``1`` is not a string) and
 lenient about unknown object keys, which are ignored so that a reader accepts any minor
-version of its own major.
+version of its own major. A string field annotated with :class:`MaxLength` is refused
+above it when decoding, and the JSON Schema states it (``maxLength``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,17 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 
 from .errors import ManifestError
 
-__all__ = ["Decoder", "T", "decode", "encode", "json_schema"]
+__all__ = ["Decoder", "MaxLength", "T", "decode", "encode", "json_schema"]
 
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxLength:
+    """``Annotated[str | None, MaxLength(n), "doc"]``: at most ``n`` characters (JSON Schema
+    ``maxLength``, which also counts characters)."""
+
+    chars: int
 
 _HINTS: dict[tuple[type, bool], dict[str, Any]] = {}
 
@@ -169,8 +178,9 @@ def _mapping(item: Decoder) -> Decoder:
 
 def _object(cls: type, complete: bool) -> Decoder:
     hints = _hints(cls)
+    bounds = {name: _max_length(tp) for name, tp in _hints(cls, extras=True).items()}
     fields = [
-        (f.name, _decoder(hints[f.name], complete),
+        (f.name, _bounded(_decoder(hints[f.name], complete), bounds.get(f.name)),
          complete or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
         for f in dataclasses.fields(cls)
     ]
@@ -189,6 +199,24 @@ def _object(cls: type, complete: bool) -> Decoder:
             elif required:
                 raise _Invalid(f"missing required field {name!r}")
         return cls(**kwargs)
+
+    return decode
+
+
+def _max_length(tp: Any) -> int | None:
+    if typing.get_origin(tp) is not Annotated:
+        return None
+    return next((m.chars for m in typing.get_args(tp)[1:] if isinstance(m, MaxLength)), None)
+
+
+def _bounded(decoder: Decoder, chars: int | None) -> Decoder:
+    if chars is None:
+        return decoder
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > chars:
+            raise _Invalid(f"a string of {len(value):,} characters; the limit is {chars:,}")
+        return decoder(value)
 
     return decode
 
@@ -245,6 +273,11 @@ def _schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     return {"type": _json_type(tp)}
 
 
+def _string_schema(prop: dict[str, Any]) -> dict[str, Any]:
+    """The ``{"type": "string"}`` part of a string or optional-string schema."""
+    return next((p for p in prop.get("anyOf", []) if p.get("type") == "string"), prop)
+
+
 def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = _hints(cls, extras=True)
     props: dict[str, Any] = {}
@@ -252,8 +285,12 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     for field in dataclasses.fields(cls):
         tp = hints[field.name]
         if typing.get_origin(tp) is Annotated:
-            tp, doc = typing.get_args(tp)[:2]
-            prop = {**_schema_for(tp, defs), "description": doc}
+            tp, *extras = typing.get_args(tp)
+            prop = _schema_for(tp, defs)
+            chars = _max_length(hints[field.name])
+            if chars is not None:
+                _string_schema(prop)["maxLength"] = chars
+            prop.update(("description", doc) for doc in extras if isinstance(doc, str))
         else:
             prop = _schema_for(tp, defs)
         props[field.name] = prop
