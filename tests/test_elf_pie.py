@@ -241,3 +241,21 @@ def test_json_schema_bounds_the_interpreter(elf_files: ElfFixtures) -> None:
     doc["artifacts"][0]["elf"]["interpreter"] = "/" * (m.INTERP_MAX_CHARS + 1)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, m.json_schema())
+
+
+def test_readme_lists_every_elf_cap() -> None:
+    """The README's cap table names every ``*_LIMIT`` of the scanner, with its value."""
+    from backend_packager import elf, elftables
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| ([^|]+) \|", readme, re.MULTILINE))
+    caps = {name: getattr(module, name) for module in (elf, elftables) for name in dir(module)
+            if name.endswith("_LIMIT") and isinstance(getattr(module, name), int)
+            and not hasattr(m, name)}  # EXPORT_LIST_LIMIT is the manifest's summary threshold, no cap
+    caps["MEMORY_BOUND"] = elf.MEMORY_BOUND
+    assert set(caps) <= set(rows), set(caps) - set(rows)
+    units = {"MiB": 1 << 20, "KiB": 1 << 10, "bytes": 1}
+    for name, value in caps.items():
+        number, unit = re.fullmatch(r"(?:about )?([\d,]+)(?: (MiB|KiB|bytes))?(?: each)?", rows[name].strip()).groups()
+        shown = int(number.replace(",", "")) * units.get(unit or "bytes", 1)
+        assert shown == value or (rows[name].startswith("about") and abs(shown - value) < 1 << 20), (name, value)
