@@ -391,7 +391,7 @@ def test_cache_random_bytes(caches: CacheWorld, content: bytes) -> None:
 
 
 @fuzz(80)
-@given(value=json_values | st.fixed_dictionaries({"format": st.just(2)}, optional={
+@given(value=json_values | st.fixed_dictionaries({"format": st.just(3)}, optional={
     "verdicts": json_values, "hashes": json_values}))
 def test_cache_random_json(caches: CacheWorld, value: Any) -> None:
     check_cache(caches, json.dumps(value).encode())

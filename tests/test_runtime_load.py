@@ -1215,10 +1215,10 @@ def test_cache_entry_missing_keys_is_verified_again(env: TrustEnv, site: Path, e
 @pytest.mark.parametrize(("content", "code"), [
     (b"\x00garbage{", "cache.json"),
     (b"[" * 100_000 + b"]" * 100_000, "cache.json"),  # deeper than the parser recurses
-    (b'{"format": 1, "verdicts": {}, "hashes": {}}', "cache.format"),
+    (b'{"format": 2, "verdicts": {}, "hashes": {}}', "cache.format"),
     (b"[1, 2]", "cache.format"),
-    (b'{"format": 2, "verdicts": 5, "hashes": {}}', "cache.malformed"),
-    (b'{"format": 2}', "cache.malformed"),
+    (b'{"format": 3, "verdicts": 5, "hashes": {}}', "cache.malformed"),
+    (b'{"format": 3}', "cache.malformed"),
 ], ids=["garbage", "deep", "old-format", "a-list", "verdicts-int", "missing-keys"])
 def test_cache_file_unusable_is_ignored_and_rebuilt(env: TrustEnv, site: Path, content: bytes, code: str) -> None:
     dist = _warm(env, site)

@@ -575,7 +575,7 @@ def test_garbage_cache_is_rebuilt(case: Case) -> None:
     result = case.outcome()
     assert_verified(result)
     assert "cache.json" in _notes(result) and result["hashed"] > 900_000_000
-    assert json.loads(cache.read_bytes())["format"] == 2
+    assert json.loads(cache.read_bytes())["format"] == 3
     warm = case.outcome()
     assert warm["hashed"] == 0 and _notes(warm) == []
 

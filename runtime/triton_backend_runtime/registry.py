@@ -199,7 +199,7 @@ class Registry:
             verdicts[dist.dist_info] = verdict
         if ctx is not None:
             ctx.hashes.close()
-            cache.hashes = ctx.hashes.entries
+            cache.keep_hashes(ctx.hashes.entries)
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()
         self.notes += [reason_of(n) for n in cache.notes]
@@ -213,7 +213,7 @@ class Registry:
 
         store, problems = load_trust_store()
         self.problems += [reason_of(p) for p in problems]
-        hashes = HashCache(cache.hashes, rehash)
+        hashes = HashCache(cache.hash_entries(), rehash)
         return Context(store, triton_version(triton), libtriton, hashes, hash_workers())
 
     def _entry(self, candidate: Candidate) -> Entry:
@@ -330,8 +330,7 @@ class Registry:
         return admitted
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
-        if not (_repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets])
-                or _repeats([s for p in plugins for s in p.exports]) or _registrations_repeat(plugins)):
+        if not _may_conflict(backends, plugins):
             return  # nothing can conflict: the common case skips the rule and its import
         from .conflicts import resolve
 
@@ -347,7 +346,15 @@ class Registry:
         if entry.dist is None or entry.trust == LEGACY:
             return True
         expected = os.path.join(entry.dist.root, *entry.package.split("."))
-        found = locate_package(entry.package)
+        try:
+            found = locate_package(entry.package)
+        except Exception as exc:  # a finder's failure: where it would be imported from is unknown
+            entry.state = EXCLUDED
+            entry.reason = reason_of(VerifyError(
+                "shadowed", entry.package, f"cannot tell where {entry.package} would be imported from "
+                f"({describe(exc)}), so not whether it is the verified {expected}"
+            ))
+            return False
         if found is not None and _same_dir(found, expected):
             return True
         entry.state = EXCLUDED
@@ -437,8 +444,8 @@ def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cach
     for dist in dists:
         if verdicts[dist.dist_info].status != VERIFIED:
             continue
-        for path, ident in cache.identities(dist.dist_info):
-            if ident is not None and path.endswith(".py") and path.startswith(dist.root + os.sep):
+        for path, ident in cache.identities(dist.dist_info, ".py"):
+            if path.startswith(dist.root + os.sep):
                 sources[path] = ident
                 top = path[len(dist.root) + 1:].split(os.sep, 1)[0]
                 tops.add(top[:-3] if top.endswith(".py") else top)
@@ -461,14 +468,26 @@ def locate_package(package: str) -> str | None:
     import importlib.machinery
 
     parts = package.split(".")
-    search: list[str] | None = None
-    spec = None
+    search: list[str] = []
     for depth in range(1, len(parts) + 1):
         name = ".".join(parts[:depth])
         module = sys.modules.get(name)
         spec = getattr(module, "__spec__", None) if module is not None else None
-        if spec is None:
-            spec = _find_spec(name, search) if depth == 1 else importlib.machinery.PathFinder.find_spec(name, search)
+        if spec is not None or depth == 1:
+            spec = spec or _find_spec(name, None)
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            search = list(spec.submodule_search_locations)
+            continue
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, search)
+        except KeyError:
+            # no module or regular package of that name, but namespace portions (PEP 420): the
+            # path object of a namespace whose parent is not imported looks the parent up in
+            # sys.modules and fails. Its portions are the directories of that name in the
+            # parent's locations, as the path finder found them.
+            search = [p for entry in search if os.path.isdir(p := os.path.join(entry, parts[depth - 1]))]
+            continue
         if spec is None or not spec.submodule_search_locations:
             return None
         search = list(spec.submodule_search_locations)
@@ -525,9 +544,24 @@ def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
 _SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
 
 
-def _registrations_repeat(plugins: list[PluginEntry]) -> bool:
-    terms = [p.terms for p in plugins if p.terms is not None]
-    return any(_repeats([n for t in terms for n in getattr(t, kind)]) for kind in ("passes", "dialects", "ops"))
+def _may_conflict(backends: list[Entry], plugins: list[PluginEntry]) -> bool:
+    """Whether :func:`.conflicts.resolve` could exclude anything: some name is claimed twice.
+    One distribution's copies of one library (the same exports, passes, dialects and ops: a
+    wheel holds no symlinks) count once, as the rule counts them: triton 3.9.0 bundles
+    ``libMLIRDialectPlugin.so`` and ``.so.24.0git``, and its warm import then skips the rule."""
+    if _repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets]):
+        return True
+    libraries = list(dict.fromkeys(_library(p) for p in plugins))
+    return any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5))
+
+
+def _library(plugin: PluginEntry) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """What the conflict rule compares of a plugin (``conflicts._same_library``), its
+    distribution first: exports, passes, dialects, ops."""
+    terms = plugin.terms
+    if terms is None:
+        return plugin.dist.key, tuple(plugin.exports), (), (), ()
+    return plugin.dist.key, tuple(plugin.exports), tuple(terms.passes), tuple(terms.dialects), tuple(terms.ops)
 
 
 def _failure_policy(item: Entry | PluginEntry) -> str:

@@ -16,6 +16,13 @@ inode, size, mtime_ns, ctime_ns) it had. Those are every artifact the manifest l
 (found or not, passing or failing: a repair is noticed), the manifest, the ``.dist-info``
 and every directory walked for unlisted code. Entries are decoded into the typed
 :class:`.verdict.Verdict`; an entry of the wrong shape is a miss, never a dropped backend.
+
+Format 3 is shaped for the warm path, which parses it on every ``import triton``: an
+identity is one string, ``"dev:ino:size:mtime_ns:ctime_ns"`` (``null`` for a file that was
+missing), kept in a list beside ``verdict.files`` rather than repeating each path, and a
+file hash is ``"dev:ino:size:mtime_ns:ctime_ns:sha256"``, decoded only when something is
+verified again. Triton's 727 files: 331 KB and ~2 ms to parse in format 2, 119 KB and
+~0.4 ms now (no list per file for the parser to build and the collector to track).
 ``TRITON_BACKEND_REHASH=1`` ignores what is cached and writes what it finds.
 Writes go through :mod:`.atomicfile` (a temporary renamed into place; one left by a killed
 writer is removed by the next).
@@ -37,7 +44,7 @@ from .verdict import Verdict
 
 CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
 REHASH_ENV = "TRITON_BACKEND_REHASH"
-_FORMAT = 2
+_FORMAT = 3
 #: A cache this big was not written by this package (700 files of triton take ~200 KB).
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 
@@ -66,6 +73,15 @@ def stat_identity(path: str) -> list[object] | None:
         return None
 
 
+def identity_text(path: str) -> str | None:
+    """The identity of ``path`` as the cache stores it; None when it cannot be stat-ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 def context_digest(trust_files: list[str], extra: list[str]) -> str:
     """Digest of everything outside the distribution that a verdict depends on."""
     digest = hashlib.sha256()
@@ -90,11 +106,12 @@ def unsafe_owner_or_mode(st: os.stat_result) -> str | None:
     return None
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@dataclass(eq=False, repr=False)  # no __eq__ or __repr__ to generate on every import
 class _Entry:
     context: str
     verdict: Verdict
-    identities: list[tuple[str, list[object] | None]] = field(default_factory=list)
+    #: :func:`identity_text` of each of ``verdict.files``, in order.
+    identities: list[str | None] = field(default_factory=list)
 
 
 class VerifyCache:
@@ -109,7 +126,8 @@ class VerifyCache:
         self.write = write and path is not None
         self.raw_verdicts: dict[str, object] = {}
         self.verdicts: dict[str, _Entry] = {}
-        self.hashes: dict[str, list[object]] = {}
+        #: File hashes as stored; decoded by :meth:`hash_entries` only when verifying.
+        self.raw_hashes: dict[str, object] = {}
         self.notes: list[CacheError] = []
         self.dirty = False
         if path:
@@ -157,7 +175,7 @@ class VerifyCache:
         verdicts, hashes = doc.get("verdicts"), doc.get("hashes")
         if not isinstance(verdicts, dict) or not isinstance(hashes, dict):
             raise CacheError("malformed", path, "verdict cache malformed (verdicts, hashes); it will be rebuilt")
-        self.raw_verdicts, self.hashes = verdicts, hashes
+        self.raw_verdicts, self.raw_hashes = verdicts, hashes
 
     def _entry(self, dist_info: str) -> _Entry | None:
         """The typed entry, decoded on first use; a malformed one is noted and dropped."""
@@ -169,7 +187,8 @@ class VerifyCache:
         try:
             if not isinstance(raw, dict) or not isinstance(raw.get("context"), str):
                 raise ManifestError("schema", "$", "entry is not an object with a context")
-            entry = _Entry(raw["context"], schema.decode(Verdict, raw.get("verdict"), complete=True), _identities(raw))
+            verdict = schema.decode(Verdict, raw.get("verdict"), complete=True)
+            entry = _Entry(raw["context"], verdict, _identities(raw, len(verdict.files)))
         except (ManifestError, TypeError, ValueError) as exc:
             self.notes.append(CacheError("malformed", f"{self.path}: {dist_info}",
                                          f"cache entry ignored ({exc}); verified again"))
@@ -183,19 +202,40 @@ class VerifyCache:
         entry = self._entry(dist_info)
         if entry is None or entry.context != context:
             return None
-        for path, ident in entry.identities:
-            if stat_identity(path) != ident:
+        for path, ident in zip(entry.verdict.files, entry.identities, strict=True):
+            if identity_text(path) != ident:
                 return None
         return entry.verdict
 
-    def identities(self, dist_info: str) -> list[tuple[str, list[object] | None]]:
-        """The identities a stored or looked-up verdict depends on (the files as verified)."""
+    def identities(self, dist_info: str, suffix: str = "") -> list[tuple[str, list[object]]]:
+        """The identities (as :func:`identity`) of the files ending in ``suffix`` that a stored
+        or looked-up verdict depends on, as verified; files that were missing are left out.
+        Each text equals a fresh stat's (the lookup compared them), so it is well formed."""
         entry = self.verdicts.get(dist_info)
-        return entry.identities if entry else []
+        if entry is None:
+            return []
+        return [(path, [int(part) for part in ident.split(":")])
+                for path, ident in zip(entry.verdict.files, entry.identities, strict=True)
+                if ident is not None and path.endswith(suffix)]
 
     def store(self, dist_info: str, context: str, verdict: Verdict) -> None:
-        identities = [(p, stat_identity(p)) for p in dict.fromkeys(verdict.files)]
-        self.verdicts[dist_info] = _Entry(context, verdict, identities)
+        verdict.files = list(dict.fromkeys(verdict.files))  # one identity per file
+        self.verdicts[dist_info] = _Entry(context, verdict, [identity_text(p) for p in verdict.files])
+        self.dirty = True
+
+    def hash_entries(self) -> dict[str, list[object]]:
+        """The stored file hashes as :class:`.installed.HashCache` takes them; an entry of
+        another shape is left out (the file is hashed again)."""
+        entries: dict[str, list[object]] = {}
+        for path, text in self.raw_hashes.items():
+            parts = text.split(":") if isinstance(text, str) else []
+            if len(parts) == 6 and all(p.isascii() and p.isdigit() and len(p) < 24 for p in parts[:5]):
+                entries[path] = [*(int(p) for p in parts[:5]), parts[5]]
+        return entries
+
+    def keep_hashes(self, entries: dict[str, list[object]]) -> None:
+        """Replace the stored file hashes with these (a verification's :class:`.installed.HashCache`)."""
+        self.raw_hashes = {path: ":".join(map(str, entry)) for path, entry in entries.items()}
         self.dirty = True
 
     def save(self) -> None:
@@ -203,8 +243,8 @@ class VerifyCache:
             return
         verdicts = dict(self.raw_verdicts)
         verdicts.update({k: {"context": e.context, "verdict": schema.encode(e.verdict),
-                             "identities": [list(i) for i in e.identities]} for k, e in self.verdicts.items()})
-        doc = {"format": _FORMAT, "verdicts": verdicts, "hashes": self.hashes}
+                             "identities": e.identities} for k, e in self.verdicts.items()})
+        doc = {"format": _FORMAT, "verdicts": verdicts, "hashes": self.raw_hashes}
         directory = os.path.dirname(self.path)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -228,14 +268,10 @@ def _parse(data: bytes, path: str) -> object:
         raise CacheError("json", path, f"verdict cache ignored, not valid JSON: {str(exc)[:200]}") from None
 
 
-def _identities(raw: dict[str, object]) -> list[tuple[str, list[object] | None]]:
+def _identities(raw: dict[str, object], files: int) -> list[str | None]:
     items = raw.get("identities")
-    if not isinstance(items, list):
-        raise ValueError("identities is not a list")
-    out: list[tuple[str, list[object] | None]] = []
-    for item in items:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
-                and (item[1] is None or isinstance(item[1], list))):
-            raise ValueError("an identity is not [path, [dev, ino, size, mtime, ctime] | null]")
-        out.append((item[0], item[1]))
-    return out
+    if not isinstance(items, list) or len(items) != files:
+        raise ValueError("identities is not a list with one item per file of the verdict")
+    if not all(item is None or isinstance(item, str) for item in items):
+        raise ValueError("an identity is not 'dev:ino:size:mtime_ns:ctime_ns' or null")
+    return items

@@ -11,6 +11,7 @@ cache and policy at the temporary directory, so nothing touches this machine.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -139,6 +140,17 @@ class Dist:
         """This distribution, as discovery finds it on its site."""
         found = discovery.discover([str(self.site)], in_tree=False)
         return next(d for d in found.distributions if d.dist_info == str(self.dist_info))
+
+
+def write_record(dist: Dist) -> None:
+    """The RECORD an installer writes (PEP 376 rows), from the files as they are now."""
+    from backend_packager.records import hash_field
+
+    rows = []
+    for path in dist.wheel_paths():
+        data = dist.file(path).read_bytes()
+        rows.append(f"{path},{hash_field(hashlib.sha256(data).hexdigest())},{len(data)}\n")
+    (dist.dist_info / "RECORD").write_text("".join(rows) + f"{dist.dist_info.name}/RECORD,,\n")
 
 
 def seal_payload(body: bytes, keys: Sequence[Key], payload_type: str = dsse.PAYLOAD_TYPE) -> bytes:
