@@ -95,3 +95,70 @@ def test_a_location_that_cannot_be_found_is_a_reason(env: TrustEnv, site: Path,
     assert entry(reg, "demo").state == "loaded"
     demo = entry(reg, "nsdemo")
     assert demo.state == "excluded" and demo.reason is not None and demo.reason.code == "verify.shadowed", demo.reason
+
+
+# -- 2. the unlisted-code walk of a backend installed inside another distribution's package -----
+
+
+def _triton_with_a_backend_inside(site: Path, env: TrustEnv) -> tuple[Dist, Dist]:
+    """A Triton (RECORD only, as pip leaves it) and a fork's backend installed into its
+    ``triton/backends/foo/``, signed: its manifest lists its own files only."""
+    triton = write_dist(site, "triton", "3.9.0", backends={}, files={
+        "triton/__init__.py": b"__version__ = '3.9.0'\n",
+        "triton/backends/__init__.py": b"",
+        "triton/language/core.py": b"def f():\n    pass\n",
+        "triton/_C/libtriton.so": b"\x7fELF not really\n",
+    })
+    write_record(triton)
+    foo = write_dist(site, "foo-backend", backends={"foo": "triton.backends.foo"}, files={
+        "triton/backends/foo/lib/helper.py": b"X = 1\n",
+    })
+    own = [p for p in foo.wheel_paths() if p.startswith(("triton/backends/foo/", foo.dist_info.name + "/"))]
+    foo.seal(foo.describe(own), env.key)
+    write_record(foo)
+    return triton, foo
+
+
+def test_backend_inside_triton_does_not_list_tritons_files(env: TrustEnv, site: Path) -> None:
+    _triton_with_a_backend_inside(site, env)
+    reg = env.registry(site, policy="strict")
+    foo = entry(reg, "foo")
+    assert (foo.trust, foo.state, foo.reason) == ("verified", "loaded", None)
+    files = next(v for k, v in reg.verdicts.items() if "foo_backend" in k).files
+    assert str(site / "triton" / "language") not in files  # Triton's directories are not walked
+
+
+@pytest.mark.parametrize("dropped", ["triton/backends/foo/evil.py", "triton/backends/foo/lib/sub/evil.so"])
+def test_a_file_dropped_into_the_backends_own_directory_is_caught(env: TrustEnv, site: Path, dropped: str) -> None:
+    _triton_with_a_backend_inside(site, env)
+    assert entry(env.registry(site, policy="strict"), "foo").state == "loaded"  # the cache is warm
+    path = site.joinpath(*dropped.split("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"import os\n")
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert foo.trust == "rejected" and foo.reason is not None
+    assert (foo.reason.code, foo.reason.path) == ("verify.unlisted", str(path))
+
+
+def test_a_file_dropped_into_tritons_own_directory_is_not_the_backends(env: TrustEnv, site: Path) -> None:
+    _triton_with_a_backend_inside(site, env)
+    (site / "triton" / "backends" / "stray.py").write_text("")  # Triton's directory: its own verdict's
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert (foo.trust, foo.state) == ("verified", "loaded")
+
+
+@pytest.mark.parametrize("change", ["no-record", "init-edited"])
+def test_a_package_no_one_else_owns_is_walked_whole(env: TrustEnv, site: Path, change: str) -> None:
+    """Only another distribution's RECORD that describes the file on disk makes the package
+    someone else's: without it, every file of it not listed is unlisted code (fail closed),
+    also when the verdict was cached while the RECORD held."""
+    triton, _ = _triton_with_a_backend_inside(site, env)
+    assert entry(env.registry(site, policy="strict"), "foo").state == "loaded"
+    init = site / "triton" / "__init__.py"
+    if change == "no-record":
+        (triton.dist_info / "RECORD").unlink()
+    else:
+        init.write_text("__version__ = '3.9.0'  # edited\n")
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert foo.trust == "rejected" and foo.reason is not None and foo.reason.code == "verify.unlisted"
+    assert foo.reason.path == str(site / "triton" / "_C" / "libtriton.so")

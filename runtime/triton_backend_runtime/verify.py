@@ -336,6 +336,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         tops |= {os.path.dirname(p) for p in listed if os.path.dirname(p) != dist.root}
         def is_extra(directory: str, name: str) -> bool:  # noqa: E306 - schema 1.0: libraries only
             return is_shared_library(name)
+    tops = _confined(tops, manifest, dist, listed, verdict)
     budget = [MAX_WALK_ENTRIES]
     unlisted: list[str] = []
     for top in sorted(tops):
@@ -346,6 +347,78 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         unlisted = sorted(set(unlisted))
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
         raise VerifyError("unlisted", unlisted[0], f"code the signed manifest does not list{more}")
+
+
+def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: set[str],
+              verdict: Verdict) -> set[str]:
+    """The directories walked for unlisted code: the distribution's own. A top-level package
+    is its own unless another distribution owns it (a fork's or plugin's backend installed
+    inside Triton's ``triton/``: Triton's files are not this distribution's to list) or it is
+    a namespace (PEP 420: shared by design). Inside such a package it owns the directories of
+    its declared backend packages and the topmost packages whose ``__init__.py`` its manifest
+    lists, each walked whole: a file dropped there is still caught. The decision's inputs
+    (the package's directory, its ``__init__.py``, the owner's RECORD) join the verdict's files."""
+    out: set[str] = set()
+    shared: dict[str, bool] = {}
+    for directory in tops:
+        top = os.path.join(dist.root, os.path.relpath(directory, dist.root).split(os.sep)[0])
+        if top not in shared:
+            shared[top] = _shared_package(top, dist, listed, verdict)
+        if not shared[top]:
+            out.add(directory)
+            continue
+        owned = _owned_below(top, manifest, dist, listed)
+        if any(directory == o or directory.startswith(o + os.sep) for o in owned):
+            out.add(directory)
+        else:
+            out |= {o for o in owned if o.startswith(directory + os.sep)}
+    return {d for d in out if not any(d.startswith(o + os.sep) for o in out)}
+
+
+def _shared_package(top: str, dist: Distribution, listed: set[str], verdict: Verdict) -> bool:
+    """Whether ``top`` is a namespace or a package whose ``__init__.py`` another installed
+    distribution's RECORD claims (and the file on disk is that RECORD's); not when it is this
+    distribution's own (it lists the ``__init__.py``, or nobody else claims it: walked whole,
+    so an ``__init__.py`` added to its package is still unlisted code)."""
+    init = os.path.join(top, "__init__.py")
+    if init in listed or not os.path.isdir(top):
+        return False
+    if not os.path.lexists(init):
+        verdict.files.append(top)  # an __init__.py added later makes it a package: walk again
+        return True
+    owner = _other_owner(dist, os.path.basename(top) + "/__init__.py", init)
+    if owner is None:
+        return False
+    verdict.files += [init, owner]
+    return True
+
+
+def _other_owner(dist: Distribution, wheel_path: str, installed: str) -> str | None:
+    """The RECORD of another distribution in ``dist``'s ``sys.path`` entry that lists
+    ``wheel_path`` with the sha256 and size of the file installed there (PEP 376)."""
+    from .discovery import read_small_text, record_row, record_row_matches
+
+    try:
+        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
+    except OSError:
+        return None
+    for info in infos:
+        record = os.path.join(dist.root, info, "RECORD")
+        if os.path.join(dist.root, info) == dist.dist_info:
+            continue
+        text = read_small_text(record)
+        row = record_row(text, wheel_path) if text else None
+        if row is not None and record_row_matches(row, installed):
+            return record
+    return None
+
+
+def _owned_below(top: str, manifest: m.Manifest, dist: Distribution, listed: set[str]) -> set[str]:
+    """Inside a package another distribution owns: the declared backend packages' directories
+    and the topmost packages the manifest lists an ``__init__.py`` of."""
+    backends = {os.path.join(dist.root, *b.package.split(".")) for b in manifest.backends}
+    packages = {os.path.dirname(p) for p in listed if os.path.basename(p) == "__init__.py"}
+    return {d for d in backends | packages if d.startswith(top + os.sep)}
 
 
 def _import_packages(located: dict[str, str], root: str) -> set[str]:
