@@ -61,7 +61,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 from packaging.utils import canonicalize_name
 from triton_backend_runtime import dsse
@@ -114,6 +114,7 @@ class Checked:
     mode: int
     mtime: float
     warning: str | None = None
+    identity: tuple[int, ...] = ()  # of the file as hashed: device, inode, size, mtime and ctime in ns
 
 
 @dataclass
@@ -472,7 +473,7 @@ def describe_file(hashed: Hashed, early: Scan | None = None) -> Checked:
         warning = f"{full}: unsupported binary format (PE or Mach-O): listed, not scanned"
     elif is_shared_library(row.path):
         warning = f"{full}: named like a shared library but not ELF: listed, not scanned"
-    return Checked(row.path, full, artifact, hashed.st.st_mode, hashed.st.st_mtime, warning)
+    return Checked(row.path, full, artifact, hashed.st.st_mode, hashed.st.st_mtime, warning, _identity(hashed.st))
 
 
 def _rescan(hashed: Hashed) -> Scan:
@@ -558,7 +559,7 @@ def _own_manifest(installed: Installed, key: SigningKey) -> dict[str, tuple[str,
 def _checked_bytes(installed: Installed, path: str, data: bytes) -> Checked:
     full = installed.full(path)
     st = os.lstat(full)
-    return Checked(path, full, artifact_from_bytes(path, data), st.st_mode, st.st_mtime)
+    return Checked(path, full, artifact_from_bytes(path, data), st.st_mode, st.st_mtime, identity=_identity(st))
 
 
 # --- plan and seal ---------------------------------------------------------------------------
@@ -607,36 +608,69 @@ def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
     """``.dist-info`` path -> final bytes: the signed manifest and the files planned beside it."""
     contents = contents_of(installed, checked)
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
-    injection.manifest.plugins = capture_plugins(installed, contents.artifacts, injection.manifest.plugins)
+    injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins)
     _keep_equivalent_entry_points(injection, contents.read_member)
     check_coverage(contents, injection, installed.full)
     return {installed.manifest_path: seal(injection.manifest, key), **injection.files}
 
 
-@dataclass(frozen=True)
+@dataclass
 class InstalledFiles:
-    """The installed files as :mod:`.plugininfo` reads them for the call: opened as they were
-    checked (confined to site-packages, regular, no final symlink, never blocking)."""
+    """The checked files as :mod:`.plugininfo` hands them to the child, in place: a copy of
+    ``libtriton.so`` (500 MB) would cost most of what checking the whole install costs. Each
+    is opened again as it was checked (confined, regular, no final symlink) and must be the
+    file as hashed (device, inode, size, mtime and ctime); the child opens that very
+    descriptor (``/proc/self/fd/N``, inherited), and after the calls each must still be as
+    hashed: a write in between sets its ctime, which no unprivileged process can set back."""
 
     installed: Installed
+    checked: dict[str, Checked]
+    placed: list[tuple[int, Checked]] = field(default_factory=list)
 
-    def open(self, path: str) -> IO[bytes]:
-        fd, _ = _open(self.installed.full(path), Confinement(self.installed.site))
-        return os.fdopen(fd, "rb")
+    def place(self, artifact: Artifact, into: Path, name: str) -> Path:
+        item = self.checked.get(artifact.path)
+        if item is None:
+            raise InstalledError("changed", self.installed.full(artifact.path), "not among the files checked")
+        fd, st = _open(item.full, Confinement(self.installed.site))
+        if _identity(st) != item.identity:
+            os.close(fd)
+            raise InstalledError("changed", item.full, "changed since it was checked against RECORD; not calling it")
+        self.placed.append((fd, item))
+        into.mkdir(mode=0o700, exist_ok=True)
+        link = into / name
+        link.symlink_to(f"/proc/self/fd/{fd}")
+        return link
 
-    def refused(self, path: str, detail: str) -> TrustError:
-        return InstalledError("changed", self.installed.full(path), detail)
+    def inherited(self) -> tuple[int, ...]:
+        return tuple(fd for fd, _ in self.placed)
+
+    def confirm(self) -> None:
+        for fd, item in self.placed:
+            if _identity(os.fstat(fd)) != item.identity:
+                raise InstalledError("changed", item.full, "changed while its plugin was being asked; not signing it")
+
+    def close(self) -> None:
+        for fd, _ in self.placed:
+            os.close(fd)
+        self.placed.clear()
 
 
-def capture_plugins(installed: Installed, artifacts: list[Artifact], plugins: list[Plugin]) -> list[Plugin]:
+def capture_plugins(installed: Installed, checked: list[Checked], artifacts: list[Artifact],
+                    plugins: list[Plugin]) -> list[Plugin]:
     """What each plugin says about itself (``tritonGetPluginInfo``), as ``migrate`` captures
-    it from a wheel: from copies of the installed files, each checked against the hash just
-    checked, in the same isolated child. A plugin that needs ``libtriton.so`` and ships none
-    is called against the Triton installed beside it (the same site-packages), else the
-    Triton importable here; it is ``captured: false``, with the reason, when it cannot be."""
+    it from a wheel, in the same isolated child, from the installed files held to what was
+    hashed (:class:`InstalledFiles`). A plugin that needs ``libtriton.so`` and ships none is
+    called against the Triton installed beside it (the same site-packages), else the Triton
+    importable here; it is ``captured: false``, with the reason, when it cannot be."""
+    if not plugins:
+        return plugins
     beside = _libtriton_beside(installed)
-    return plugininfo.capture_from(InstalledFiles(installed), artifacts, plugins, libtriton=beside,
-                                   label="installed beside it" if beside else plugininfo.BUILD_ENVIRONMENT)
+    files = InstalledFiles(installed, {c.path: c for c in checked})
+    try:
+        return plugininfo.capture_from(files, artifacts, plugins, libtriton=beside,
+                                       label="installed beside it" if beside else plugininfo.BUILD_ENVIRONMENT)
+    finally:
+        files.close()
 
 
 def _libtriton_beside(installed: Installed) -> Path | None:

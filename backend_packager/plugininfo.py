@@ -28,8 +28,9 @@ by field. The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
 Triton installed where the packager runs; other ``NEEDED`` libraries the wheel ships are
 extracted beside it. Every extracted file is checked against the sha256 the wheel's pass
 computed, so what answers is what gets signed. ``adopt`` has no wheel: :func:`capture_from`
-copies the installed files instead (the same checks, the same child), and takes the
-``libtriton.so`` installed beside the distribution when it ships none. Private temporary directories carry the
+takes the installed files instead (the same child; how they are held to what was hashed is
+the caller's :class:`Files`), and the ``libtriton.so`` installed beside the distribution
+when it ships none. Private temporary directories carry the
 packager's pid; one left by a killed packager is removed by the next capture.
 """
 
@@ -46,14 +47,14 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from triton_backend_runtime import jsonlimits
 from triton_backend_runtime import manifest as m
-from triton_backend_runtime.errors import ManifestError, TrustError
+from triton_backend_runtime.errors import ManifestError
 
 from .errors import ConfigError, WheelError
 
@@ -141,30 +142,36 @@ say(doc)
 
 
 class Files(Protocol):
-    """A distribution's files by wheel path: a wheel's members, or (``adopt``) the installed files."""
+    """A distribution's files for the call, exactly as hashed: a wheel's members, or
+    (``adopt``) the installed files."""
 
-    def open(self, path: str) -> AbstractContextManager[IO[bytes]]:
-        """The file for reading; OSError, KeyError or a TrustError when it cannot be."""
+    def place(self, artifact: m.Artifact, into: Path, name: str) -> Path:
+        """``into/name`` holding the bytes ``artifact`` describes; a TrustError when it cannot."""
         ...
 
-    def refused(self, path: str, detail: str) -> TrustError:
-        """The error that names ``path`` when it cannot be used for the call."""
+    def inherited(self) -> tuple[int, ...]:
+        """Descriptors the child must inherit to open what was placed."""
+        ...
+
+    def confirm(self) -> None:
+        """After the calls: a TrustError if what was placed may have changed meanwhile."""
         ...
 
 
 @dataclass(frozen=True)
 class WheelMembers:
-    """A wheel's members, each read from the archive."""
+    """A wheel's members, each extracted from the archive and checked against its sha256."""
 
     wheel: Path
 
-    @contextmanager
-    def open(self, path: str) -> Iterator[IO[bytes]]:
-        with zipfile.ZipFile(self.wheel) as archive, archive.open(path) as stream:
-            yield stream
+    def place(self, artifact: m.Artifact, into: Path, name: str) -> Path:
+        return _extract(artifact, self.wheel, into, name)
 
-    def refused(self, path: str, detail: str) -> TrustError:
-        return WheelError("member", f"{self.wheel}!{path}", detail)
+    def inherited(self) -> tuple[int, ...]:
+        return ()
+
+    def confirm(self) -> None:
+        return None  # private copies: nothing else writes them
 
 
 @dataclass
@@ -187,9 +194,9 @@ def capture_all(wheel: Path, artifacts: list[m.Artifact], plugins: list[m.Plugin
 
 def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plugin], limits: Limits | None = None,
                  *, libtriton: Path | None = None, label: str = BUILD_ENVIRONMENT) -> list[m.Plugin]:
-    """:func:`capture_all` for any :class:`Files`: every file the call uses is copied out of
-    ``files`` and checked against its artifact first. A ``libtriton.so`` that is not among
-    the artifacts is ``libtriton`` (``adopt``: the one installed beside), else the one of the
+    """:func:`capture_all` for any :class:`Files`: every file of the distribution that the
+    call uses is placed by ``files``, as hashed. A ``libtriton.so`` that is not among the
+    artifacts is ``libtriton`` (``adopt``: the one installed beside), else the one of the
     Triton importable here; the manifest names its release after ``label``."""
     if not plugins:
         return plugins
@@ -200,8 +207,10 @@ def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plug
                      (label if env else None), env, label)
     _sweep_stale()
     with _private_dir() as tmp:
-        return [_with_info(p, _capture(members[p.path], source, tmp / f"plugin-{i}", limits))
-                for i, p in enumerate(plugins)]
+        captured = [_with_info(p, _capture(members[p.path], source, tmp / f"plugin-{i}", limits))
+                    for i, p in enumerate(plugins)]
+    files.confirm()
+    return captured
 
 
 def _with_info(plugin: m.Plugin, info: m.PluginInfo) -> m.Plugin:
@@ -236,10 +245,10 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
         return _failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
     try:
         libdirs = _libraries(elf.needed, source, tmp.parent / "lib")
-        plugin = _extract(artifact, source.files, tmp)
+        plugin = source.files.place(artifact, tmp, artifact.path.rsplit("/", 1)[-1])
     except _NoLibtriton as exc:
         return _failed("no-libtriton", str(exc))
-    info = _call(plugin, libdirs, tmp, limits)
+    info = _call(plugin, libdirs, tmp, limits, source.files.inherited())
     if info.reason:  # the same wheel gives the same manifest: no temporary path in it
         info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
     if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
@@ -280,7 +289,7 @@ def _libraries(needed: list[str], source: _Source, libdir: Path) -> list[Path]:
             dirs.append(source.env_libtriton.parent)
             continue
         if member not in source.extracted:
-            source.extracted[member] = _extract(source.members[member], source.files, libdir, as_name=name)
+            source.extracted[member] = source.files.place(source.members[member], libdir, name)
     return dirs
 
 
@@ -297,15 +306,14 @@ def _member_for(name: str, source: _Source) -> str | None:
     return None
 
 
-def _extract(artifact: m.Artifact, files: Files, into: Path, as_name: str | None = None) -> Path:
-    """Copy one file out of ``files``, never past its size, and check its sha256: what the
-    child loads is what was hashed, whatever happens to the original meanwhile."""
+def _extract(artifact: m.Artifact, wheel: Path, into: Path, name: str) -> Path:
+    """Stream one member out of the wheel, never past its size, and check its sha256."""
     into.mkdir(mode=0o700, exist_ok=True)
-    target = into / (as_name or artifact.path.rsplit("/", 1)[-1])
+    target = into / name
     digest = hashlib.sha256()
     seen = 0
     try:
-        with files.open(artifact.path) as stream, target.open("xb") as out:
+        with zipfile.ZipFile(wheel) as archive, archive.open(artifact.path) as stream, target.open("xb") as out:
             while chunk := stream.read(min(_CHUNK, artifact.size - seen + 1)):
                 seen += len(chunk)
                 if seen > artifact.size:
@@ -313,13 +321,13 @@ def _extract(artifact: m.Artifact, files: Files, into: Path, as_name: str | None
                 digest.update(chunk)
                 out.write(chunk)
     except (OSError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-        raise files.refused(artifact.path, f"cannot extract for the plugin call: {exc}") from None
+        raise WheelError("member", f"{wheel}!{artifact.path}", f"cannot extract for the plugin call: {exc}") from None
     if seen != artifact.size or digest.hexdigest() != artifact.sha256:
-        raise files.refused(artifact.path, "changed since it was hashed; not calling it")
+        raise WheelError("member", f"{wheel}!{artifact.path}", "changed since it was hashed; not calling it")
     return target
 
 
-def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits) -> m.PluginInfo:
+def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits, fds: tuple[int, ...] = ()) -> m.PluginInfo:
     answer = tmp / f"answer-{plugin.name}.json"
     answer.unlink(missing_ok=True)
     argv = [sys.executable, "-I", "-c", CHILD, str(plugin), str(answer), str(limits.memory), str(limits.items),
@@ -327,7 +335,7 @@ def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits) -> m.Plu
     env = {"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"}
     with open(tmp / "stderr", "wb") as err:
         child = subprocess.Popen(argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=err, start_new_session=True)
+                                 stderr=err, start_new_session=True, pass_fds=fds)
         try:
             code = child.wait(limits.timeout)
         except subprocess.TimeoutExpired:

@@ -34,6 +34,7 @@ from triton_backend_runtime.layout import MANIFEST_FILENAME
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.verify import verify_distribution
 
+from backend_packager import adopt as adopt_module
 from backend_packager import signing
 from backend_packager.adopt import adopt
 
@@ -505,10 +506,10 @@ def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
     return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins
 
 
-def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust: TrustEnv, tmp_path: Path) -> None:
+def plugpack(elf_files: ElfFixtures, tmp_path: Path) -> tuple[Path, Path]:
     """Three plugins installed with pip: one answers alone, one needs libtriton.so (a stub,
-    installed beside it as triton 3.9.0), one speaks plugin API v1 (not called). adopt records
-    what ``migrate`` records for the same wheel, with the build environment's Triton there."""
+    installed beside it as triton 3.9.0), one speaks plugin API v1 (not called). Returns the
+    wheel and the site-packages directory."""
     from runtime_wheels import pip_install as pip_install_target
     from test_plugin_contract import Libs
 
@@ -522,6 +523,13 @@ def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust
     site = tmp_path / "site"
     for each in (wheel, stub):
         pip_install_target(Path(sys.executable), each, site)
+    return wheel, site
+
+
+def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust: TrustEnv, tmp_path: Path) -> None:
+    """adopt records what ``migrate`` records for the same wheel, with the build
+    environment's Triton the one installed beside."""
+    wheel, site = plugpack(elf_files, tmp_path)
     done = run_cli("adopt", "plugpack", "--site-packages", str(site), "--key", str(key_file(trust)), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     adopted = {p.path: p for p in manifest_plugins((site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).read_bytes())}
@@ -547,6 +555,34 @@ def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust
     assert adopted == expected
 
 
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFixtures, trust: TrustEnv,
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The very bytes, written again after the check (before the plugin is handed to the
+    child, or while the child runs): not the file as hashed; nothing is signed."""
+    from backend_packager import plugininfo
+
+    _, site = plugpack(elf_files, tmp_path)
+    plugin = site / "plugpack" / "libshared.so"
+    data = plugin.read_bytes()
+    stage = "place" if when == "before" else "_call"
+    target = adopt_module.InstalledFiles if when == "before" else plugininfo
+    real = getattr(target, stage)
+
+    def rewrite_first(*args: Any, **kwargs: Any) -> Any:
+        called = args[-1] if when == "before" else args[0].name  # place(self, artifact, into, name), _call(plugin, ...)
+        if called == plugin.name:
+            plugin.write_bytes(data)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, stage, rewrite_first)
+    outcome = adopt(site, "plugpack", signing.load(key_file(trust)))
+    assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
+    assert outcome.error.path == str(plugin)
+    assert ("while its plugin was being asked" in outcome.error.detail) == (when == "during")
+    assert not (site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).exists()
+
+
 @pytest.mark.triton_wheel
 def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tmp_path: Path) -> None:
     from triton_venv import make_venv
@@ -557,6 +593,13 @@ def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tm
     (outcome,) = doc["distributions"]
     assert outcome["backends"] == ["amd", "nvidia"] and outcome["artifacts"] > 500
     assert outcome["written"] == ["triton-3.9.0.dist-info/triton_backend.dsse.json", "triton-3.9.0.dist-info/RECORD"]
+    # Its bundled plugins asked what they are, from the installed files, as migrate asks the wheel's.
+    adopted = manifest_plugins((venv.site / "triton-3.9.0.dist-info" / MANIFEST_FILENAME).read_bytes())
+    migrated = _migrated_plugins(triton_wheel, tmp_path / "migrated", venv.key)
+    assert adopted == migrated
+    captured = {p.path: p.info for p in adopted if p.info is not None and p.info.captured}
+    assert set(captured) >= {"triton/plugins/libTritonPluginsTestLib.so", "triton/plugins/libMLIRDialectPlugin.so"}
+    assert all(i.libtriton == "triton/_C/libtriton.so" for i in captured.values())
     assert venv.cli("trust", "add", str(venv.pub)).returncode == 0
     doctor = venv.cli("doctor", TRITON_BACKEND_POLICY="strict")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
@@ -570,6 +613,15 @@ def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tm
     assert code == 1
     assert [m["code"] for m in doc["distributions"][0]["mismatches"]] == ["installed.size"]
     venv.cli("hook", "uninstall")
+
+
+def _migrated_plugins(wheel: Path, out: Path, key: Path) -> list[m.Plugin]:
+    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(out / wheel.name) as archive:
+        plugins = manifest_plugins(archive.read(f"triton-3.9.0.dist-info/{MANIFEST_FILENAME}"))
+    (out / wheel.name).unlink()  # 300 MB
+    return plugins
 
 
 def _adopt_real(site: Path, key: Path) -> tuple[int, dict[str, Any]]:
