@@ -5,12 +5,14 @@ built for. Dist-info trees in ``tmp_path`` with real signed manifests (:mod:`hel
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
-from helpers.disttree import Dist, TrustEnv, write_dist, write_record
+from conftest import ElfFixtures
+from helpers.disttree import Dist, TrustEnv, stub_loader, write_dist, write_record
+from triton_backend_runtime import manifest as m
 from triton_backend_runtime import registry
 from triton_backend_runtime.registry import Entry, Registry
 
@@ -50,7 +52,7 @@ def entry(reg: Registry, name: str) -> Entry:
 
 def test_backend_in_a_namespace_triton_is_located(env: TrustEnv, site: Path) -> None:
     dist = write_dist(site, "ns-backend", backends={"nsdemo": "triton.backends.nsdemo"})
-    assert not (site / "triton" / "__init__.py").exists() and not (site / "triton" / "backends" / "__init__.py").exists()
+    assert not any((site / "triton" / d / "__init__.py").exists() for d in ("", "backends"))
     dist.sign(env.key)
     assert registry.locate_package("triton.backends.nsdemo") is None  # not on sys.path yet
     reg = env.registry(site, policy="strict")
@@ -162,3 +164,72 @@ def test_a_package_no_one_else_owns_is_walked_whole(env: TrustEnv, site: Path, c
     foo = entry(env.registry(site, policy="strict"), "foo")
     assert foo.trust == "rejected" and foo.reason is not None and foo.reason.code == "verify.unlisted"
     assert foo.reason.path == str(site / "triton" / "_C" / "libtriton.so")
+
+
+# -- 3. the Triton package a manifest was built for (schema 1.2 triton_package) ----------------
+
+RENAMED = "tokenspeed_triton"
+
+
+def load_as(env: TrustEnv, site: Path, package: str, policy: str = "strict") -> Registry:
+    """The registry as ``<package>/backends/__init__.py`` calls it (the patch passes its
+    directory), over ``site``."""
+    env.monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    env.monkeypatch.setenv("TRITON_BACKEND_POLICY", policy)
+    reg = Registry()
+    reg.load(stub_loader, backends_dir=str(site / package / "backends"))
+    return reg
+
+
+def _built_for(package: str) -> Callable[[m.Manifest], None]:
+    def edit(manifest: m.Manifest) -> None:
+        manifest.triton_package = package
+
+    return edit
+
+
+@pytest.mark.parametrize("policy", ["strict", "warn"])
+def test_a_backend_built_for_a_renamed_triton_is_not_admitted_to_triton(env: TrustEnv, site: Path,
+                                                                         policy: str) -> None:
+    write_dist(site).sign(env.key, edit=_built_for(RENAMED))
+    demo = entry(env.registry(site, policy=policy), "demo")
+    assert (demo.trust, demo.state) == ("rejected", "excluded") and demo.reason is not None
+    assert demo.reason.code == "verify.triton-package"
+    assert f"built for Triton imported as {RENAMED!r}; this Triton is imported as 'triton'" in demo.reason.message
+
+
+def test_a_backend_built_for_the_renamed_triton_loads_there(env: TrustEnv, site: Path) -> None:
+    dist = write_dist(site, entry_points=False)
+    (dist.dist_info / "entry_points.txt").write_text(f"[{RENAMED}.backends]\ndemo = demo_backend\n")
+    dist.sign(env.key, edit=_built_for(RENAMED))
+    demo = entry(load_as(env, site, RENAMED), "demo")
+    assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
+
+
+def test_a_plugin_built_for_triton_is_not_handed_to_a_renamed_triton(env: TrustEnv, site: Path,
+                                                                     elf_files: ElfFixtures) -> None:
+    dist = write_dist(site, "plugin-pack", backends={}, files={"plugin_pack/libp.so": elf_files.plugin_shared})
+    dist.sign(env.key)
+    reg = load_as(env, site, RENAMED, policy="warn")
+    (plugin,) = reg.plugins
+    assert (plugin.trust, plugin.state) == ("rejected", "excluded") and plugin.reason is not None
+    assert plugin.reason.code == "verify.triton-package" and plugin.handed_over == ""
+    as_triton = Registry()
+    as_triton.load(stub_loader)  # the same tree, imported as triton: admitted
+    assert [p.trust for p in as_triton.plugins] == ["verified"]
+
+
+def test_a_manifest_without_backends_or_plugins_holds_for_any_package(env: TrustEnv, site: Path) -> None:
+    dist = write_dist(site, "some-library", backends={}, files={"some_library/__init__.py": b""})
+    dist.sign(env.key)
+    reg = load_as(env, site, RENAMED)
+    (verdict,) = reg.verdicts.values()
+    assert (verdict.status, verdict.problem) == ("verified", None)
+
+
+def test_the_package_is_part_of_the_cached_verdicts_context(env: TrustEnv, site: Path) -> None:
+    write_dist(site).sign(env.key)
+    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
+    reg = load_as(env, site, RENAMED)
+    (verdict,) = reg.verdicts.values()
+    assert verdict.problem is not None and verdict.problem.code == "verify.triton-package"

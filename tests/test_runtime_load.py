@@ -535,6 +535,12 @@ def _(t: Tree) -> Outcome:
     return t.manifest, t.env.context("3.9.0")
 
 
+@case("verify.triton-package", "built-for-a-renamed-triton")
+def _(t: Tree) -> Outcome:
+    t.dist.sign(t.env.key, edit=lambda man: setattr(man, "triton_package", "tokenspeed_triton"))
+    return t.manifest, None
+
+
 @case("verify.requirement", "not-a-specifier")
 def _(t: Tree) -> Outcome:
     t.dist.sign(t.env.key, edit=lambda man: setattr(man.requirements, "python", "three point eleven"))

@@ -183,7 +183,8 @@ class Registry:
         self.trust_sources = trust_sources()
         libtriton = libtriton_path(found.triton)
         triton = found.triton
-        extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or ""))]
+        extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or "")),
+                 found.package]
         context = context_digest(self.trust_sources, extra)
         cache = VerifyCache(cache_file(), read=not rehash)
         verdicts: dict[str, Verdict] = {}
@@ -191,7 +192,7 @@ class Registry:
         for dist in with_manifest:
             verdict = cache.lookup(dist.dist_info, context)
             if verdict is None:
-                ctx = ctx or self._context(triton, libtriton, cache, rehash)
+                ctx = ctx or self._context(found, libtriton, cache, rehash)
                 from .verify import verify_distribution
 
                 verdict = _overwritten(dist) or verify_distribution(dist, ctx)
@@ -206,7 +207,7 @@ class Registry:
         _guard_sources(with_manifest, verdicts, cache)
         return verdicts
 
-    def _context(self, triton: Distribution | None, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
+    def _context(self, found: Discovery, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
         from .installed import HashCache, hash_workers
         from .trust import load_trust_store
         from .verify import Context
@@ -214,7 +215,7 @@ class Registry:
         store, problems = load_trust_store()
         self.problems += [reason_of(p) for p in problems]
         hashes = HashCache(cache.hash_entries(), rehash)
-        return Context(store, triton_version(triton), libtriton, hashes, hash_workers())
+        return Context(store, triton_version(found.triton), libtriton, hashes, hash_workers(), found.package)
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)

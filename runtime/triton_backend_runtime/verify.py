@@ -11,7 +11,8 @@ In order, each step stopping at the first problem (a :class:`VerifyError`,
    versions): a manifest copied from another release is refused;
 4. a wheel tag of the manifest fits this interpreter (``packaging.tags``, PEP 425), the
    Python and Triton versions satisfy its specifiers (PEP 440), its protocol major is one
-   this runtime speaks;
+   this runtime speaks; a manifest with backends or plugins was built for the package this
+   Triton is imported as (``triton_package``, schema 1.2: ``triton`` or a vendor's rename);
 5. every artifact, as installed: a regular file inside the install root, with the signed
    size and sha256 (:mod:`.installed`);
 6. nothing unlisted that Python or the loader could run: with a manifest that covers every
@@ -79,6 +80,8 @@ class Context:
     libtriton: str | None
     hashes: HashCache
     workers: int = 1
+    #: The package the running Triton is imported as (``Discovery.package``).
+    triton_package: str = "triton"
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
@@ -253,6 +256,17 @@ def _check_environment(manifest: m.Manifest, dist: Distribution, ctx: Context) -
     if manifest.requirements.triton and ctx.triton_version is None:
         raise VerifyError("triton", where, f"requires Triton {manifest.requirements.triton}; Triton is not installed")
     _check_specifier("Triton", manifest.requirements.triton, ctx.triton_version, where)
+    _check_triton_package(manifest, ctx.triton_package, where)
+
+
+def _check_triton_package(manifest: m.Manifest, running: str, where: str) -> None:
+    """Backends and plugins built for Triton imported as one package are never handed to a
+    Triton imported as another (a vendor's rename has its own entry-point group, its own
+    ``libtriton``): ``verify.triton-package``. A manifest with neither is Triton's own or a
+    library's, and holds for any."""
+    if (manifest.backends or manifest.plugins) and manifest.triton_package != running:
+        raise VerifyError("triton-package", where, f"built for Triton imported as "
+                          f"{manifest.triton_package[:100]!r}; this Triton is imported as {running!r}")
 
 
 def _check_tags(tags: list[str], where: str) -> None:
