@@ -11,7 +11,10 @@ triton 3.2.0 (directory-scan era) and 3.6.0 (entry-point era), the key Triton it
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 import types
 import zipfile
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fetch_wheel, session_dir
+from conftest import ROOT, fetch_wheel, session_dir
 from runtime_wheels import pip_install
 from triton_backend_runtime import compilekey
 from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, isolate, salt_backends
@@ -177,6 +180,7 @@ print(json.dumps({"hash": compiler.make_backend(target).hash(), "kernel": compil
 
 @dataclass
 class Legacy:
+    requirement: str
     venv: Venv
     kernel: Path  # the directory of kernel.py
     signed: Path  # the triton wheel migrated, signed by the venv's key, in a site of its own
@@ -203,7 +207,7 @@ def legacy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         (root / "kernel").mkdir()
         (root / "kernel" / "kernel.py").write_text(KERNEL)
         (root / "cache").mkdir()
-        yield Legacy(venv, root / "kernel", root / "signed", cosigned, root / "cache")
+        yield Legacy(request.param, venv, root / "kernel", root / "signed", cosigned, root / "cache")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -229,3 +233,20 @@ def test_the_key_triton_forms_changes_with_the_manifest(legacy: Legacy) -> None:
     assert other["digest"] not in (None, one["digest"]) and other["hash"].endswith(other["digest"])
     assert other["kernel"] not in (own["kernel"], one["kernel"])
     assert len(other["cached"]) == len(one["cached"]) + 1
+
+
+@pytest.mark.triton_wheel
+def test_the_gpu_check_script_on_the_cpu(legacy: Legacy) -> None:
+    """``examples/gpu_smoke/cachekey_check.py`` (run on the GPU machine by hand), here compiling
+    for a target instead of launching: a signed backend's upgrade misses, entry-point era only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
+    done = subprocess.run([str(legacy.venv.python), str(ROOT / "examples" / "gpu_smoke" / "cachekey_check.py"),
+                           "--target", "cuda:90", "--json"], capture_output=True, text=True, env=env)
+    report = json.loads(done.stdout)
+    if legacy.requirement == "triton==3.2.0":  # directory-scan: no entry points
+        assert done.returncode == 2 and "by entry point" in report["unusable"][0], done.stdout
+        return
+    assert done.returncode == 0 and report["wrong"] == [] and report["unusable"] == [], done.stdout
+    runs = report["runs"]
+    assert runs["demo-1.0"]["demo"] == [["verified", "loaded"]]
+    assert len({runs[name]["kernel"] for name in ("off", "demo-1.0", "demo-1.1")}) == 3
