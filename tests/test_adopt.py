@@ -10,6 +10,7 @@ strict). The ``triton_wheel`` test adopts a real triton 3.9.0 installed in a ven
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -506,7 +507,7 @@ def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
     return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins
 
 
-def plugpack(elf_files: ElfFixtures, tmp_path: Path) -> tuple[Path, Path]:
+def plugpack(elf_files: ElfFixtures, tmp_path: Path, *, triton: bool = True) -> tuple[Path, Path]:
     """Three plugins installed with pip: one answers alone, one needs libtriton.so (a stub,
     installed beside it as triton 3.9.0), one speaks plugin API v1 (not called). Returns the
     wheel and the site-packages directory."""
@@ -521,7 +522,7 @@ def plugpack(elf_files: ElfFixtures, tmp_path: Path) -> tuple[Path, Path]:
     stub = write_wheel(tmp_path / "wheels", "triton", "3.9.0", {
         "triton/__init__.py": b'__version__ = "3.9.0"\n', "triton/_C/libtriton.so": libs.stub.read_bytes()})
     site = tmp_path / "site"
-    for each in (wheel, stub):
+    for each in (wheel, stub) if triton else (wheel,):
         pip_install_target(Path(sys.executable), each, site)
     return wheel, site
 
@@ -553,6 +554,21 @@ def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust
     assert built is not None and built.libtriton == "build environment: triton 3.9.0"
     built.libtriton = contract.libtriton  # the one difference: where that Triton was found
     assert adopted == expected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is not None, reason="a Triton is importable here")
+def test_a_plugin_without_libtriton_anywhere_is_recorded_uncaptured(elf_files: ElfFixtures, trust: TrustEnv,
+                                                                    tmp_path: Path) -> None:
+    _, site = plugpack(elf_files, tmp_path, triton=False)
+    outcome = adopt(site, "plugpack", signing.load(key_file(trust)))
+    assert outcome.error is None and outcome.status == "adopted", outcome.error
+    plugins = {p.path: p.info for p in manifest_plugins((site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME)
+                                                        .read_bytes())}
+    contract = plugins["plugpack/libcontract.so"]
+    assert contract is not None and (contract.captured, contract.reason_code) == (False, "no-libtriton")
+    assert contract.reason is not None and "needs libtriton.so" in contract.reason
+    shared = plugins["plugpack/libshared.so"]
+    assert shared is not None and shared.captured
 
 
 @pytest.mark.parametrize("when", ["before", "during"])
