@@ -29,9 +29,9 @@ wheel to migrate. ``adopt`` takes the distribution as it is installed, in three 
    vouches for it as it is.
 
 Plugins (:mod:`.plugininfo`): what each says about itself is captured as ``migrate`` does,
-in the same isolated child, from copies of the installed files checked against the hashes
-just checked; a plugin that ships no ``libtriton.so`` is called against the one installed
-beside it.
+in the same isolated child, from the installed files in place, each held to the file as
+hashed (:class:`InstalledFiles`); a plugin that ships no ``libtriton.so`` is called against
+the one installed beside it.
 
 ``--wheel-out DIR`` leaves the installed files alone and writes a wheel instead: the checked
 files, read again and compared with what was checked, into a plain wheel, which ``migrate``
