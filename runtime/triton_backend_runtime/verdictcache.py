@@ -35,10 +35,8 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
 
 from . import schema
-from .atomicfile import write_atomic
 from .errors import CacheError, ManifestError
 from .verdict import Verdict
 
@@ -106,12 +104,9 @@ def unsafe_owner_or_mode(st: os.stat_result) -> str | None:
     return None
 
 
-@dataclass(eq=False, repr=False)  # no __eq__ or __repr__ to generate on every import
-class _Entry:
-    context: str
-    verdict: Verdict
-    #: :func:`identity_text` of each of ``verdict.files``, in order.
-    identities: list[str | None] = field(default_factory=list)
+#: One cached verdict: its context digest, the verdict, and the :func:`identity_text` of each
+#: of ``verdict.files`` in order (a tuple: a class would cost its creation on every import).
+_Entry = tuple[str, Verdict, list["str | None"]]
 
 
 class VerifyCache:
@@ -188,7 +183,7 @@ class VerifyCache:
             if not isinstance(raw, dict) or not isinstance(raw.get("context"), str):
                 raise ManifestError("schema", "$", "entry is not an object with a context")
             verdict = schema.decode(Verdict, raw.get("verdict"), complete=True)
-            entry = _Entry(raw["context"], verdict, _identities(raw, len(verdict.files)))
+            entry = (raw["context"], verdict, _identities(raw, len(verdict.files)))
         except (ManifestError, TypeError, ValueError) as exc:
             self.notes.append(CacheError("malformed", f"{self.path}: {dist_info}",
                                          f"cache entry ignored ({exc}); verified again"))
@@ -200,12 +195,13 @@ class VerifyCache:
     def lookup(self, dist_info: str, context: str) -> Verdict | None:
         """The cached verdict, if its context and every identity it recorded still hold."""
         entry = self._entry(dist_info)
-        if entry is None or entry.context != context:
+        if entry is None or entry[0] != context:
             return None
-        for path, ident in zip(entry.verdict.files, entry.identities, strict=True):
+        _, verdict, identities = entry
+        for path, ident in zip(verdict.files, identities, strict=True):
             if identity_text(path) != ident:
                 return None
-        return entry.verdict
+        return verdict
 
     def identities(self, dist_info: str, suffix: str = "") -> list[tuple[str, list[object]]]:
         """The identities (as :func:`identity`) of the files ending in ``suffix`` that a stored
@@ -214,13 +210,14 @@ class VerifyCache:
         entry = self.verdicts.get(dist_info)
         if entry is None:
             return []
+        _, verdict, identities = entry
         return [(path, [int(part) for part in ident.split(":")])
-                for path, ident in zip(entry.verdict.files, entry.identities, strict=True)
+                for path, ident in zip(verdict.files, identities, strict=True)
                 if ident is not None and path.endswith(suffix)]
 
     def store(self, dist_info: str, context: str, verdict: Verdict) -> None:
         verdict.files = list(dict.fromkeys(verdict.files))  # one identity per file
-        self.verdicts[dist_info] = _Entry(context, verdict, [identity_text(p) for p in verdict.files])
+        self.verdicts[dist_info] = (context, verdict, [identity_text(p) for p in verdict.files])
         self.dirty = True
 
     def hash_entries(self) -> dict[str, list[object]]:
@@ -242,9 +239,11 @@ class VerifyCache:
         if not (self.write and self.path and self.dirty):
             return
         verdicts = dict(self.raw_verdicts)
-        verdicts.update({k: {"context": e.context, "verdict": schema.encode(e.verdict),
-                             "identities": e.identities} for k, e in self.verdicts.items()})
+        verdicts.update({k: {"context": context, "verdict": schema.encode(verdict), "identities": identities}
+                         for k, (context, verdict, identities) in self.verdicts.items()})
         doc = {"format": _FORMAT, "verdicts": verdicts, "hashes": self.raw_hashes}
+        from .atomicfile import write_atomic  # only when something was verified
+
         directory = os.path.dirname(self.path)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
