@@ -96,7 +96,9 @@ def fake_triton(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, comp
     root = tmp_path / name
     (root / "compiler").mkdir(parents=True)
     (root / "__init__.py").write_text("")
-    if compiler is not None:
+    if compiler == FIFO:
+        os.mkfifo(root / "compiler" / "compiler.py")
+    elif compiler is not None:
         (root / "compiler" / "compiler.py").write_text(compiler)
     package = types.ModuleType(name)
     package.__file__ = str(root / "__init__.py")
@@ -111,12 +113,14 @@ READS = "    key = get_cache_key(src, backend, options, env_vars=env_vars)\n" \
         "    if knobs.runtime.add_stages_inspection_hook is not None:\n" \
         "        inspect_stages_key, inspect_stages_hash = knobs.runtime.add_stages_inspection_hook()\n"
 IGNORES = "    key = get_cache_key(src, backend, options, env_vars=env_vars)\n"
+FIFO = "(a FIFO: never waited on)"
 
 
 @pytest.mark.parametrize(("compiler", "knobs", "hooked", "salted"), [
     (READS, True, True, False),  # 3.7-3.9: the hook alone
     (IGNORES, True, True, True),  # 3.4-3.6: the knob exists, compile() does not read it
     (None, True, True, True),  # compiler.py unreadable: salted, the safe side
+    (FIFO, True, True, True),
     (READS * 30_000, True, True, True),  # over the read limit: salted
     (IGNORES, False, False, True),  # 3.0-3.3: no knobs at all
 ])

@@ -153,16 +153,18 @@ class Salt:
 def compile_reads_hook(package_dir: str | None) -> bool:
     """Whether ``<package_dir>/compiler/compiler.py`` asks the stages-inspection hook for a
     key. Read as text, not imported: it is imported only after ``triton.backends``, which is
-    where the registry runs. Unreadable or too large counts as no: salting ``hash()`` as
-    well costs nothing but a longer key, missing it costs the isolation."""
+    where the registry runs. Not a regular file (a FIFO is not waited on), unreadable or too
+    large counts as no: salting ``hash()`` as well costs nothing but a longer key, missing it
+    costs the isolation."""
+    from .regularfile import RegularFileError, read_regular
+
     if package_dir is None:
         return False
     try:
-        with open(os.path.join(package_dir, "compiler", "compiler.py"), "rb") as stream:
-            text = stream.read(SOURCE_LIMIT + 1)
-    except OSError:
+        text = read_regular(os.path.join(package_dir, "compiler", "compiler.py"), SOURCE_LIMIT)
+    except RegularFileError:
         return False
-    return len(text) <= SOURCE_LIMIT and HOOK_KEY_CALL.encode() in text
+    return HOOK_KEY_CALL.encode() in text
 
 
 def package_dir(package: str) -> str | None:
