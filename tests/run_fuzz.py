@@ -3,7 +3,8 @@
     python tests/run_fuzz.py --seconds 600 [--examples 200]
 
 Each round runs the hypothesis fuzz files (the packager's command line on crafted wheels and
-manifests, the ELF scanner on crafted tables, the runtime on hostile installs) with a new
+manifests, the ELF scanner on crafted tables, the runtime on hostile installs, the runtime's
+command line on hostile trust files and environments) with a new
 seed and ``FUZZ_EXAMPLES`` examples per target. The report: rounds, command-line runs on
 crafted wheels (recorded by the packager target through ``FUZZ_STATS``), failing rounds
 with their seed (a failure is a traceback, an ``error.internal`` or a wrong exit code:
@@ -26,7 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = ["tests/test_packager_fuzz.py", "tests/test_elf_fuzz.py", "tests/test_runtime_fuzz.py"]
+TARGETS = ["tests/test_packager_fuzz.py", "tests/test_elf_fuzz.py", "tests/test_runtime_fuzz.py",
+           "tests/test_runtime_cli_fuzz.py"]
 SLOW_SECONDS = 10.0
 
 

@@ -38,6 +38,7 @@ import sys
 
 from . import schema
 from .errors import CacheError, ManifestError
+from .regularfile import RegularFileError, read_regular
 from .verdict import Verdict
 
 CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
@@ -87,10 +88,9 @@ def context_digest(trust_files: list[str], extra: list[str]) -> str:
         digest.update(item.encode("utf-8", "surrogateescape") + b"\0")
     for path in trust_files:
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
-        try:
-            with open(path, "rb") as stream:
-                digest.update(stream.read(1024 * 1024))
-        except OSError:
+        try:  # without blocking: a FIFO among the trust files hung every import triton here
+            digest.update(read_regular(path, 1024 * 1024, truncate=True))
+        except RegularFileError:
             digest.update(b"<unreadable>")
     return digest.hexdigest()
 
