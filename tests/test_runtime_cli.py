@@ -1,5 +1,6 @@
 """The runtime CLI's grammar: --version, -q/-v, --json with "format", trust remove, exit
-codes (0 ok, 1 checked failure, 2 usage or unusable input), closed pipes, OSErrors.
+codes (0 ok, 1 checked failure, 2 usage or unusable input), closed pipes, OSErrors, and the
+one error line ``PROG: error: PATH: DETAIL (CODE)`` (input.*, trust.*, file.*, error.internal).
 
 The CLI runs as a subprocess from a throwaway environment (its ``sys.prefix`` is the system
 trust location) with the user's config and cache under tmp_path, so nothing touches this
