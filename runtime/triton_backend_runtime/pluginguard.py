@@ -26,6 +26,7 @@ library no manifest lists loads as Triton would load it (a legacy plugin).
 from __future__ import annotations
 
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from .verdict import Reason
@@ -83,6 +84,10 @@ def guard(registry: Registry) -> None:
     after_import(LIBTRITON, lambda module: wrap_loaders(module, registry))
 
 
+#: The wrappers installed in libtriton, which holds them only weakly (see :func:`wrap_loaders`).
+_WRAPPERS: list[Any] = []
+
+
 def wrap_loaders(libtriton: Any, registry: Registry) -> None:
     """``passes.plugin.extend_with``, ``ir.extend_dialects_with``, ``ir.builder.extend_with``
     (those this Triton has), each checking the library before the original loads it."""
@@ -94,8 +99,14 @@ def wrap_loaders(libtriton: Any, registry: Registry) -> None:
         if original is None or hasattr(original, "__wrapped__"):
             continue
         checked = _checked(original, registry)
+        _WRAPPERS.append(checked)
+        # libtriton is a single-phase extension module: the interpreter keeps it past its final
+        # collections, so it holds the wrapper weakly (a proxy; this module holds it). Held
+        # strongly, the wrapper's globals would keep every module alive through those
+        # collections (~4 ms at each exit). After this module is gone a call raises ReferenceError.
+        proxy = weakref.proxy(checked)
         # ir.builder is a class: a plain function there would bind the instance as the path
-        setattr(owner, name, staticmethod(checked) if isinstance(owner, type) else checked)
+        setattr(owner, name, staticmethod(proxy) if isinstance(owner, type) else proxy)
 
 
 def _checked(original: Any, registry: Registry) -> Any:
