@@ -21,15 +21,17 @@ import bisect
 import hashlib
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
-from typing import BinaryIO, NoReturn, cast
+from typing import TYPE_CHECKING, BinaryIO, NoReturn, cast
 
 from triton_backend_runtime.manifest import Artifact, ElfInfo
 
 from .elf import ELF_MAGIC, SCAN_BYTES_LIMIT, CaptureMiss, capture_ranges, scan_elf
 from .errors import ElfError
+
+if TYPE_CHECKING:
+    import tempfile
 
 CHUNK = 1 << 20
 SPOOL_IN_MEMORY = 16 << 20
@@ -55,6 +57,8 @@ class _Spool:
         self._bases = [0]
         for lo, hi in ranges:
             self._bases.append(self._bases[-1] + hi - lo)
+        import tempfile  # only a wheel member's scan spools: `scan` of a .so file skips this import
+
         self._file: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
         self.kept = 0
         self._pos = 0
