@@ -181,7 +181,7 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
         raise ElfError("truncated", path, f"truncated ELF file ({len(head)} bytes)")
     sections, names_index = _section_table(stream, head, path, size, available)
     plan = _plan(sections, names_index, path, size)
-    plan.program_headers, plan.interp = _interp_extent(stream, head, path, size, available)
+    plan.program_headers, plan.interp = _program_headers(stream, head, path, size, available)
     read = _Reader(stream, available)
     # In a sparse capture the section names are usually absent, and .comment is a guess
     # (see _comment_section): a guess that fails its checks asks the second pass, which
@@ -276,7 +276,7 @@ def _read_exact(stream: BinaryIO, path: str, size: int, available: list[Range] |
     return stream.read(length)
 
 
-def _interp_extent(stream: BinaryIO, head: bytes, path: str, size: int,
+def _program_headers(stream: BinaryIO, head: bytes, path: str, size: int,
                    available: list[Range] | None) -> tuple[Range | None, Range | None]:
     """The program header table, and where the first PT_INTERP's path lies (the gABI allows
     one), checked as Linux's ``binfmt_elf`` checks it: 2 to INTERP_LIMIT bytes, within the file."""
