@@ -233,3 +233,16 @@ def test_the_package_is_part_of_the_cached_verdicts_context(env: TrustEnv, site:
     reg = load_as(env, site, RENAMED)
     (verdict,) = reg.verdicts.values()
     assert verdict.problem is not None and verdict.problem.code == "verify.triton-package"
+
+
+@pytest.mark.parametrize("dropped", ["triton/backends/__init__.py", "triton/__init__.py"])
+def test_an_init_dropped_above_a_backend_in_a_namespace_is_caught(env: TrustEnv, site: Path, dropped: str) -> None:
+    """Importing ``triton.backends.nsdemo`` runs every ``__init__.py`` above it: one dropped into
+    the namespace (turning it into a package) is unlisted code, also with the cache warm."""
+    write_dist(site, "ns-backend", backends={"nsdemo": "triton.backends.nsdemo"}).sign(env.key)
+    assert entry(env.registry(site, policy="strict"), "nsdemo").state == "loaded"
+    path = site.joinpath(*dropped.split("/"))
+    path.write_text("import os\n")
+    demo = entry(env.registry(site, policy="strict"), "nsdemo")
+    assert demo.trust == "rejected" and demo.reason is not None
+    assert (demo.reason.code, demo.reason.path) == ("verify.unlisted", str(path))

@@ -370,41 +370,63 @@ def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: 
     inside Triton's ``triton/``: Triton's files are not this distribution's to list) or it is
     a namespace (PEP 420: shared by design). Inside such a package it owns the directories of
     its declared backend packages and the topmost packages whose ``__init__.py`` its manifest
-    lists, each walked whole: a file dropped there is still caught. The decision's inputs
-    (the package's directory, its ``__init__.py``, the owner's RECORD) join the verdict's files."""
-    out: set[str] = set()
+    lists, each walked whole: a file dropped there is still caught. Importing one of those
+    runs the ``__init__.py`` of every package above it, so each must be listed, another
+    distribution's, or absent. The decision's inputs (those directories, their
+    ``__init__.py``, the owners' RECORDs) join the verdict's files."""
+    whole: set[str] = set()
+    inside: set[str] = set()  # directories owned inside a shared package
     shared: dict[str, bool] = {}
     for directory in tops:
         top = os.path.join(dist.root, os.path.relpath(directory, dist.root).split(os.sep)[0])
         if top not in shared:
-            shared[top] = _shared_package(top, dist, listed, verdict)
+            shared[top] = _package_owner(top, dist, listed, verdict) != "own"
         if not shared[top]:
-            out.add(directory)
+            whole.add(directory)
             continue
         owned = _owned_below(top, manifest, dist, listed)
         if any(directory == o or directory.startswith(o + os.sep) for o in owned):
-            out.add(directory)
+            inside.add(directory)
         else:
-            out |= {o for o in owned if o.startswith(directory + os.sep)}
+            inside |= {o for o in owned if o.startswith(directory + os.sep)}
+    inside = {d for d in inside if not any(d.startswith(o + os.sep) for o in inside)}
+    if manifest.coverage == m.COVERAGE_ALL:  # a 1.0 manifest lists no Python: libraries only
+        for directory in sorted(inside):
+            _check_parents(directory, dist, listed, verdict)
+    out = whole | inside
     return {d for d in out if not any(d.startswith(o + os.sep) for o in out)}
 
 
-def _shared_package(top: str, dist: Distribution, listed: set[str], verdict: Verdict) -> bool:
-    """Whether ``top`` is a namespace or a package whose ``__init__.py`` another installed
-    distribution's RECORD claims (and the file on disk is that RECORD's); not when it is this
-    distribution's own (it lists the ``__init__.py``, or nobody else claims it: walked whole,
-    so an ``__init__.py`` added to its package is still unlisted code)."""
-    init = os.path.join(top, "__init__.py")
-    if init in listed or not os.path.isdir(top):
-        return False
+def _package_owner(directory: str, dist: Distribution, listed: set[str], verdict: Verdict) -> str:
+    """Whose package ``directory`` is: ``"own"`` (its manifest lists the ``__init__.py``, or
+    nobody else claims one that is there: then it is unlisted code of this distribution),
+    ``"other"`` (another installed distribution's RECORD lists it, as the file on disk is) or
+    ``"namespace"`` (no ``__init__.py``: PEP 420)."""
+    init = os.path.join(directory, "__init__.py")
+    if init in listed or not os.path.isdir(directory):
+        return "own"
     if not os.path.lexists(init):
-        verdict.files.append(top)  # an __init__.py added later makes it a package: walk again
-        return True
-    owner = _other_owner(dist, os.path.basename(top) + "/__init__.py", init)
+        verdict.files.append(directory)  # an __init__.py added later makes it a package: again
+        return "namespace"
+    wheel_path = os.path.relpath(init, dist.root).replace(os.sep, "/")
+    owner = _other_owner(dist, wheel_path, init)
     if owner is None:
-        return False
-    verdict.files += [init, owner]
-    return True
+        return "own"
+    verdict.files += [directory, init, owner]
+    return "other"
+
+
+def _check_parents(directory: str, dist: Distribution, listed: set[str], verdict: Verdict) -> None:
+    """The packages above an owned directory run first when it is imported: an ``__init__.py``
+    there that this manifest does not list and no other distribution owns is unlisted code
+    (dropped into a namespace, it turns it into a package that runs on import)."""
+    parent = os.path.dirname(directory)
+    while parent != dist.root and parent.startswith(dist.root + os.sep):
+        init = os.path.join(parent, "__init__.py")
+        if _package_owner(parent, dist, listed, verdict) == "own" and init not in listed:
+            raise VerifyError("unlisted", init, "code the signed manifest does not list (it runs before "
+                              f"{os.path.relpath(directory, dist.root)} is imported)")
+        parent = os.path.dirname(parent)
 
 
 def _other_owner(dist: Distribution, wheel_path: str, installed: str) -> str | None:
