@@ -348,5 +348,8 @@ def _child_digest(pid: int, read: int) -> str | None:
             data += more
     finally:
         os.close(read)
-        os.waitpid(pid, 0)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped already: an embedding program set SIGCHLD to SIG_IGN
+            pass
     return data.decode("ascii") if len(data) == 64 else None

@@ -94,3 +94,14 @@ def test_a_failed_scan_reaps_its_child(tmp_path: Path, forks: list[int]) -> None
         artifact_from_file(path, "x")
     assert err.value.code == "elf.corrupt"
     assert len(forks) == 1
+
+
+def test_children_reaped_by_the_system_are_no_error(big_elf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With SIGCHLD ignored the kernel reaps the child itself: waitpid's ECHILD is no file error."""
+    import signal
+
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        assert artifact_from_file(big_elf, "x").sha256 == expected(big_elf)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
