@@ -81,7 +81,7 @@ from triton_backend_runtime.manifest import Artifact, ElfInfo, Plugin, is_instal
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
-from . import entrypoints, plugininfo, records
+from . import entrypoints, fsutil, plugininfo, records
 from .artifacts import artifact_from_bytes
 from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
@@ -748,7 +748,7 @@ def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Pat
     only when whole; the scratch directory carries this process's pid, and the next run
     removes those whose process is gone (a ``kill -9`` leaves one, never a wheel in ``out_dir``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    remove_orphaned_scratch(out_dir)
+    fsutil.remove_orphan_dirs(out_dir, SCRATCH_PREFIX, ".tmp")  # a killed adopt's, pid gone
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", suffix=".tmp", dir=out_dir))
     try:
         plain = scratch / wheel_filename(installed)
@@ -761,33 +761,6 @@ def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Pat
         setattr(outcome, name, getattr(migrated, name))
     if migrated.error is not None:
         raise migrated.error
-
-
-def remove_orphaned_scratch(out_dir: Path) -> None:
-    """Scratch directories in ``out_dir`` that a killed adopt left: ours (our prefix, our
-    uid, a real directory), and only when the pid in the name is no running process."""
-    try:
-        entries = [e for e in os.scandir(out_dir) if e.name.startswith(SCRATCH_PREFIX) and e.name.endswith(".tmp")]
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        try:
-            ours = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
-        except OSError:
-            continue
-        if ours and pid.isascii() and pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(entry.path, ignore_errors=True)  # never follows a symlink inside
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process: alive
-    return True
 
 
 def wheel_filename(installed: Installed) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -57,3 +58,20 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """``path`` replaced by ``data`` durably (keys, small files)."""
     with atomic_output(path, mode, durable=True) as stream:
         stream.write(data)
+
+
+def remove_orphan_dirs(root: Path, prefix: str, suffix: str = "") -> None:
+    """Scratch directories ``PREFIX<pid>-...SUFFIX`` in ``root`` that a killed run of ours
+    left: removed only when ours (a real directory, our uid) and the pid is no running process."""
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(prefix) and e.name.endswith(suffix)]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        try:
+            ours = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+        except OSError:
+            continue
+        if ours and pid.isascii() and pid.isdigit() and not atomicfile.process_alive(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)  # never follows a symlink inside

@@ -56,6 +56,7 @@ from triton_backend_runtime import jsonlimits
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.errors import ManifestError
 
+from . import fsutil
 from .errors import ConfigError, WheelError
 
 #: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
@@ -205,7 +206,8 @@ def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plug
     env = libtriton or environment_libtriton()
     source = _Source(files, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
                      (label if env else None), env, label)
-    _sweep_stale()
+    # what a killed packager left (its pid gone): extracted libtriton copies are big
+    fsutil.remove_orphan_dirs(Path(tempfile.gettempdir()), _TMP_PREFIX)
     with _private_dir() as tmp:
         captured = [_with_info(p, _capture(members[p.path], source, tmp / f"plugin-{i}", limits))
                     for i, p in enumerate(plugins)]
@@ -426,33 +428,6 @@ def _private_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _sweep_stale() -> None:
-    """Remove what a killed packager left (its pid gone): extracted libtriton copies are big."""
-    root = Path(tempfile.gettempdir())
-    try:
-        entries = [e for e in os.scandir(root) if e.name.startswith(_TMP_PREFIX)]
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry.name[len(_TMP_PREFIX):].split("-", 1)[0]
-        try:
-            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid() \
-                    and pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(entry.path, ignore_errors=True)
-        except OSError:
-            continue
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def describe(info: m.PluginInfo | None) -> str:

@@ -112,14 +112,15 @@ def remove_orphans(directory: str, name: str) -> None:
         if not (entry.startswith(prefix) and entry.endswith(".tmp")):
             continue
         pid = entry[len(prefix):].split("-", 1)[0]
-        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not process_alive(int(pid)):
             try:
                 os.unlink(os.path.join(directory, entry))
             except OSError:
                 pass
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` names a running process (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
