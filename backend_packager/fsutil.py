@@ -39,10 +39,8 @@ def read_input(path: Path, limit: int) -> bytes:
 
 
 def _input_error(exc: regularfile.RegularFileError, too_big: str = "") -> InputError:
-    # A file that cannot be opened, absent included, has always been input.unreadable here.
-    reason = "unreadable" if exc.reason == "missing" else exc.reason
     detail = f"{exc.detail}: {too_big}" if too_big and exc.reason == "too-big" else exc.detail
-    return InputError(reason, exc.path, detail)
+    return InputError(exc.reason, exc.path, detail)
 
 
 @contextlib.contextmanager

@@ -72,8 +72,7 @@ def test_discovery_sees_none_where_no_small_file_is(tmp_path: Path, kind: str) -
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_the_packager_maps_each_to_input_codes(tmp_path: Path, kind: str) -> None:
-    # An absent file has always been input.unreadable for the packager's key reads.
-    expected = {"missing": "unreadable"}.get(EXPECTED[kind], EXPECTED[kind])
+    expected = EXPECTED[kind]  # the same codes as the runtime CLI's
     with pytest.raises(InputError) as caught:
         read_input(hostile(tmp_path)[kind], 100)
     assert caught.value.code == f"input.{expected}"

@@ -316,7 +316,7 @@ def test_unreadable_inputs(tmp_path: Path, signing_key: Keypair) -> None:
     assert code == 1 and "wheel.not-zip" in lines[0]
     result = run_cli("verify", str(junk), "--trust", str(tmp_path / "absent.pub"))
     assert result.returncode == 2 and "absent.pub: cannot open" in result.stderr
-    assert "(input.unreadable)" in result.stderr
+    assert "(input.missing)" in result.stderr
 
 
 def test_inspect(wheel: Path, signing_key: Keypair) -> None:
