@@ -154,11 +154,6 @@ class ArtifactSink:
         return bytes(self._head[:64])
 
     @property
-    def prefix(self) -> bytes:
-        """Up to the first PLAN_BYTES bytes seen (the ELF header and program headers)."""
-        return bytes(self._head[:PLAN_BYTES])
-
-    @property
     def kept(self) -> int:
         """Bytes kept for the scan so far."""
         return self._spool.kept if self._spool is not None else 0
