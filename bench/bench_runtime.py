@@ -13,7 +13,9 @@ Both import the same Triton files (only the .dist-info differs); the plain venv 
 empty directory on PYTHONPATH so that both search a path of the same length. Then, runs
 alternating between the configurations, median of N:
 
-* `import triton`, hooked with a warm verdict cache, against plain (target: <= 1.05);
+* `import triton`, hooked with a warm verdict cache, against plain (target: <= 1.05), by wall
+  time and by the child's CPU time (user + system: less sensitive to other load on a shared
+  machine; both medians);
 * cold (TRITON_BACKEND_REHASH=1: every artifact hashed, every signature checked) against warm
   (bench/bench_verify.py measures cold verification against a parallel sha256);
 * discovery alone against `importlib.metadata.entry_points().select(group="triton.backends")`,
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -93,13 +96,16 @@ def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
     return env
 
 
-def wall(python: Path, env: dict[str, str], code: str = "import triton") -> float:
+def wall(python: Path, env: dict[str, str], code: str = "import triton") -> tuple[float, float]:
+    """Wall time and the child's CPU time (user + system) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(done.stderr)
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -131,16 +137,22 @@ def main() -> None:
                                 "in sys.modules)"], env=configs["unmodified"][1], capture_output=True, text=True)
         assert plain.stdout.strip() == "False" and not plain.stderr, plain.stderr
         times: dict[str, list[float]] = {k: [] for k in configs}
+        cpu: dict[str, list[float]] = {k: [] for k in configs}
         for python, env in configs.values():  # warm-up: page cache, bytecode
             wall(python, env)
         for _ in range(args.n):
             for name, (python, env) in configs.items():
-                times[name].append(wall(python, env))
+                elapsed, used = wall(python, env)
+                times[name].append(elapsed)
+                cpu[name].append(used)
         med = {k: statistics.median(v) for k, v in times.items()}
+        med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
         for name in configs:
             spread = f"(min {min(times[name]) * 1e3:.1f}, max {max(times[name]) * 1e3:.1f})"
-            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs {spread}")
+            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs {spread}, "
+                  f"CPU {med_cpu[name] * 1e3:.1f} ms")
         print(f"ratio warm registry / unmodified import triton: {med['warm'] / med['unmodified']:.3f} (target <= 1.05)")
+        print(f"  the same by CPU time (user + system):         {med_cpu['warm'] / med_cpu['unmodified']:.3f}")
         print(f"ratio cold (rehash) / warm:                      {med['cold'] / med['warm']:.2f}")
 
         disc = {}

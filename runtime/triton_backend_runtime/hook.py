@@ -103,7 +103,7 @@ backends = _discover_backends() if _registered is None else _registered
 PATCHED_MARK = "_registry_backends"
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
 class Shape:
     """One shape of Triton's ``backends/__init__.py``: how to recognise it, its patch."""
 

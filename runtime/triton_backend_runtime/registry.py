@@ -42,7 +42,7 @@ class BackendWarning(UserWarning):
     """A backend or plugin was excluded or failed; the message says which and why."""
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
 class Entry:
     """One backend: where it came from, what verification said, where it is now."""
 
@@ -68,7 +68,7 @@ class Entry:
         return self.dist.label() if self.dist else "(no distribution)"
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
 class PluginEntry:
     """One plugin library of a distribution with a manifest."""
 
