@@ -47,6 +47,10 @@ def entry(reg: Registry, name: str) -> Entry:
     return found
 
 
+def code_of(item: Entry) -> str | None:
+    return item.reason.code if item.reason else None
+
+
 # -- 1. a backend inside a namespace triton/ (no __init__.py) ----------------------------------
 
 
@@ -246,3 +250,27 @@ def test_an_init_dropped_above_a_backend_in_a_namespace_is_caught(env: TrustEnv,
     demo = entry(env.registry(site, policy="strict"), "nsdemo")
     assert demo.trust == "rejected" and demo.reason is not None
     assert (demo.reason.code, demo.reason.path) == ("verify.unlisted", str(path))
+
+
+# -- the verdict cache's file hashes (format 3) -------------------------------------------------
+
+
+def test_a_verdict_verified_again_takes_file_hashes_from_the_cache(env: TrustEnv, site: Path) -> None:
+    """A new file in a walked directory invalidates the verdict, not the hashes of the files
+    that did not change: nothing is hashed again, before or after the file goes."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    assert env.registry(site, policy="strict").hashed_bytes > 0
+    stray = dist.file("demo_backend/stray.py")
+    stray.write_text("")
+    again = env.registry(site, policy="strict")
+    assert code_of(entry(again, "demo")) == "verify.unlisted"
+    assert again.hashed_bytes == 0
+    stray.unlink()
+    healed = env.registry(site, policy="strict")
+    assert entry(healed, "demo").state == "loaded" and healed.hashed_bytes == 0
+    compiler = dist.file("demo_backend/compiler.py")
+    compiler.write_bytes(compiler.read_bytes().replace(b"'demo'", b"'dem0'"))  # same size, other bytes
+    edited = env.registry(site, policy="strict")
+    assert code_of(entry(edited, "demo")) == "verify.sha256"
+    assert edited.hashed_bytes == compiler.stat().st_size  # that file only
