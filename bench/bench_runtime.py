@@ -11,7 +11,7 @@ Sets up two venvs from the real triton==3.9.0 wheel:
 
 Both import the same Triton files (only the .dist-info differs); the plain venv gets an
 empty directory on PYTHONPATH so that both search a path of the same length. Then, runs
-alternating between the configurations, median of N:
+alternating between the unmodified and the warm import (the cold runs after them), median of N:
 
 * `import triton`, hooked with a warm verdict cache, against plain (target: <= 1.05), by wall
   time and by the child's CPU time (user + system: less sensitive to other load on a shared
@@ -140,11 +140,14 @@ def main() -> None:
         cpu: dict[str, list[float]] = {k: [] for k in configs}
         for python, env in configs.values():  # warm-up: page cache, bytecode
             wall(python, env)
-        for _ in range(args.n):
-            for name, (python, env) in configs.items():
-                elapsed, used = wall(python, env)
-                times[name].append(elapsed)
-                cpu[name].append(used)
+        # unmodified and warm alternate; the cold runs come after, on their own: one hashes a
+        # gigabyte on every core, which slowed the run after it (unmodified, when interleaved)
+        for group in (("unmodified", "warm"), ("cold",)):
+            for _ in range(args.n):
+                for name in group:
+                    elapsed, used = wall(*configs[name])
+                    times[name].append(elapsed)
+                    cpu[name].append(used)
         med = {k: statistics.median(v) for k, v in times.items()}
         med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
         for name in configs:
