@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import keyword
 import os
 import re
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import registry as reg
+from .discovery import DEFAULT_PACKAGE
 from .errors import TrustError, from_os_error
 from .verdict import Reason
 from .vocab import BAD_STATES, STRICT
@@ -39,6 +41,10 @@ EXIT_INTERRUPTED = 130
 JSON_FORMAT = 1
 #: A key file is one line per key; anything bigger is not one (the packager's bound too).
 MAX_KEY_FILE = 1 << 20
+#: The longest --package accepted (discovery reads package names up to this length).
+MAX_PACKAGE_NAME = 100
+PACKAGE_HELP = ("the import name of the Triton to examine, for a vendor release that renames the package "
+                "(group NAME.backends); default: %(default)s")
 
 
 class UnusableInput(TrustError):
@@ -49,14 +55,17 @@ class UnusableInput(TrustError):
     code_prefix = "input"
 
 
-def _exercise(rehash: bool) -> reg.Registry:
-    """Import Triton the way a user does, so the registry sees what Triton loads."""
+def _exercise(rehash: bool, package: str = DEFAULT_PACKAGE) -> reg.Registry:
+    """Import Triton the way a user does (``<package>.backends``, ``triton.backends`` unless a
+    vendor release renamed it), so the registry sees what Triton loads."""
+    import importlib
+
     registry = reg.get()
-    registry.verify(rehash=rehash)
+    registry.verify(rehash=rehash, package=package)
     try:
-        import triton.backends as tb  # through the hook or the patch, when installed
+        tb = importlib.import_module(f"{package}.backends")  # through the hook or the patch, when installed
     except Exception as exc:
-        registry.problems.append(Reason("load.triton", "triton", reg.describe(exc)))
+        registry.problems.append(Reason("load.triton", package, reg.describe(exc)))
         return registry
     if not registry.used_by_triton and registry.policy != "off":
         # Triton loaded its backends itself (no hook): show what the registry would admit.
@@ -77,6 +86,15 @@ def _triton_load(tb: Any, package: str) -> Any:
     )
 
 
+def _package(args: argparse.Namespace) -> str:
+    """``--package``: the import name of the Triton to examine; anything else is unusable input."""
+    name: str = args.package
+    if not name.isidentifier() or keyword.iskeyword(name) or len(name) > MAX_PACKAGE_NAME:
+        raise UnusableInput("name", "--package", f"{name[:80]!r} is not a Python package name (an identifier, "
+                                                 "as a Triton is imported: triton, vendor_triton)")
+    return name
+
+
 def _healthy(doc: dict[str, Any]) -> bool:
     rows = doc["backends"] + doc["plugins"]
     return not doc["problems"] and all(r["state"] not in BAD_STATES for r in rows) and not _unenforced(doc)
@@ -88,7 +106,7 @@ def _unenforced(doc: dict[str, Any]) -> bool:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    doc = _exercise(args.rehash).report()
+    doc = _exercise(args.rehash, _package(args)).report()
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, **doc}, indent=1, sort_keys=True))
     else:
@@ -103,18 +121,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .autohook import pth_path
 
-    registry = _exercise(args.rehash)
+    registry = _exercise(args.rehash, _package(args))
     doc = registry.report()
     hook = "installed" if os.path.exists(pth_path()) else "not installed"
     print("Triton backend doctor")
-    print(f"  triton:      {_core_line(doc.get('triton_core'))}")
+    print(f"  {doc['package'] + ':':<12} {_core_line(doc.get('triton_core'), doc['package'])}")
     print(f"  policy:      {doc['policy']} (TRITON_BACKEND_POLICY = strict | warn | off)")
     used = "yes" if doc["used_by_triton"] else "no (Triton discovered its backends itself)"
-    print(f"  registry:    used by import triton: {used}; .pth hook {hook}")
+    print(f"  registry:    used by import {doc['package']}: {used}; .pth hook {hook}")
     print(f"  trust files: {', '.join(doc['trust_sources']) or 'none (no key is trusted)'}")
     print(f"  cache:       {doc['cache']}")
     for note in doc["notes"]:
         print(f"               note: {note['path']}: {note['message']} ({note['code']})")
+    for renamed in doc["renamed_cores"]:
+        print(f"               note: a Triton is installed as {renamed['package']} ({renamed['distribution']}): "
+              f"{PROG} doctor --package {renamed['package']}")
     if doc["manifest_digest"]:
         print(f"  cache key:   manifests {doc['manifest_digest'][:16]} folded into Triton's compile cache key")
     print("\nBackends:")
@@ -142,7 +163,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if _unenforced(doc):
         if not doc["problems"]:
             print("\nProblems:")
-        print("  policy strict is not enforced: import triton does not go through the registry "
+        print(f"  policy strict is not enforced: import {doc['package']} does not go through the registry "
               f"(run `{PROG} hook install`, or apply the patch in hooks/)")
     healthy = _healthy(doc)
     print(f"\n{'OK' if healthy else 'ATTENTION: see the reasons above'}")
@@ -166,12 +187,12 @@ def _contract_lines(terms: dict[str, Any] | None) -> list[str]:
                     f"on-failure {terms['on_failure']}; placement {'; '.join(terms['placement']) or 'none'}"]
 
 
-def _core_line(core: dict[str, Any] | None) -> str:
-    """What ``import triton`` imports: its distribution (found by the file, not the name)."""
+def _core_line(core: dict[str, Any] | None, package: str = DEFAULT_PACKAGE) -> str:
+    """What ``import <package>`` imports: its distribution (found by the file, not the name)."""
     if core is None:
-        return "not installed (no installed distribution's RECORD lists the triton/__init__.py on sys.path)"
+        return f"not installed (no installed distribution's RECORD lists the {package}/__init__.py on sys.path)"
     version = core["__version__"] or "unknown"
-    line = f"{core['distribution']} {core['version']} (triton.__version__ {version}; {core['init']})"
+    line = f"{core['distribution']} {core['version']} ({package}.__version__ {version}; {core['init']})"
     also = core.get("also_claimed_by") or []
     return line + (f"; its files are also claimed by {', '.join(also)}" if also else "")
 
@@ -293,10 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="explain every backend and plugin: distribution, state, signer, reason")
     doctor.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
     doctor.add_argument("--json", action="store_true", help=f"the report as JSON (\"format\": {JSON_FORMAT})")
+    doctor.add_argument("--package", default=DEFAULT_PACKAGE, metavar="NAME", help=PACKAGE_HELP)
     doctor.set_defaults(func=_doctor_entry)
     listing = sub.add_parser("list", help="list backends and plugins with their state")
     listing.add_argument("--json", action="store_true", help="the full report as JSON")
     listing.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
+    listing.add_argument("--package", default=DEFAULT_PACKAGE, metavar="NAME", help=PACKAGE_HELP)
     listing.set_defaults(func=cmd_list)
     hook = sub.add_parser("hook", help="install or remove the .pth hook for an unmodified Triton")
     hook.add_argument("action", choices=["install", "uninstall", "status"])
@@ -445,7 +468,7 @@ def _doctor_entry(args: argparse.Namespace) -> int:
         return code
     from .autohook import pth_path
 
-    doc = _exercise(args.rehash).report()
+    doc = _exercise(args.rehash, _package(args)).report()
     hook = pth_path()
     healthy = _healthy(doc)
     out = {"format": JSON_FORMAT, "healthy": healthy, "enforced": not _unenforced(doc),

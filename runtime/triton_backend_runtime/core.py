@@ -7,8 +7,9 @@ core has run. The ``.pth`` hook's import finder (:mod:`.autohook`) therefore cal
 
 The core is the distribution whose files hold that ``triton/__init__.py`` (found by where
 it is installed, not by the name ``triton``: forks install the package under other
-names). It passes when that distribution's manifest verified (every file of it, with a
-schema 1.1 manifest). Under ``strict`` anything else raises :class:`ImportError` naming
+names; a vendor release that renames the package holds ``<package>/__init__.py``). It
+passes when that distribution's manifest verified (every file of it, with a schema 1.1
+manifest). Under ``strict`` anything else raises :class:`ImportError` naming
 the file and the reason: the one case where a policy stops ``import triton``, since every
 backend depends on the core. Under ``warn`` it is a warning; under ``off``, nothing.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from .discovery import DEFAULT_PACKAGE, core_init
 from .errors import PolicyError, VerifyError
 from .verdict import Reason, reason_of
 from .vocab import OFF, STRICT, VERIFIED
@@ -38,14 +40,14 @@ class CoreRejected(ImportError):
         self.reason = reason
 
 
-def check_core(spec: Any) -> Reason | None:
-    """Verify the distribution ``spec`` (of ``triton``) comes from; raise under strict."""
+def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
+    """Verify the distribution ``spec`` (of ``package``) comes from; raise under strict."""
     from . import registry as reg
 
     registry = reg.get()
     if registry.policy == OFF or spec is None or not getattr(spec, "origin", None):
         return None
-    registry.verify()
+    registry.verify(package=package)
     reason = core_reason(registry, str(spec.origin))
     registry.core = reason
     if reason is not None and registry.policy == STRICT:
@@ -65,18 +67,20 @@ def core_reason(registry: Any, init_path: str) -> Reason | None:
     found = registry.discovery
     triton = found.triton if found else None
     root = os.path.dirname(os.path.dirname(init_path))
+    init = core_init(found.package if found else DEFAULT_PACKAGE)
     if triton is None or not _same(triton.root, root):
         # no RECORD claims it: a manifest in that sys.path entry that lists it (no I/O)
-        triton = next((d for d in _signed(registry) if _same(d.root, root) and _lists_core(registry, d)), None)
+        triton = next((d for d in _signed(registry) if _same(d.root, root) and _lists_core(registry, d, init)), None)
     if triton is not None:
         return _owner_reason(registry, triton, init_path)
     # No installed distribution owns the file imported (it is not where an installer put
     # it); a signed Triton elsewhere on sys.path is then shadowed.
-    signed = next((d for d in _signed(registry) if _lists_core(registry, d) or _recorded(d.dist_info)), None)
+    signed = next((d for d in _signed(registry) if _lists_core(registry, d, init) or _recorded(d.dist_info, init)),
+                  None)
     if signed is not None:
         return reason_of(VerifyError(
-            "shadowed", init_path, f"triton would be imported from {init_path}, not from the verified "
-            f"{os.path.join(signed.root, 'triton', '__init__.py')} (an earlier sys.path entry shadows it)"
+            "shadowed", init_path, f"{init.split('/')[0]} would be imported from {init_path}, not from the verified "
+            f"{os.path.join(signed.root, *init.split('/'))} (an earlier sys.path entry shadows it)"
         ))
     return reason_of(PolicyError(
         "not-verified", init_path, "no installed distribution's RECORD lists this file (not installed by an "
@@ -107,9 +111,9 @@ def _signed(registry: Any) -> list[Any]:
     return [d for d in (registry.discovery.distributions if registry.discovery else []) if d.manifest]
 
 
-def _lists_core(registry: Any, dist: Any) -> bool:
+def _lists_core(registry: Any, dist: Any, init: str) -> bool:
     verdict = registry.verdicts.get(dist.dist_info)
-    return verdict is not None and os.path.join(dist.root, "triton", "__init__.py") in verdict.files
+    return verdict is not None and os.path.join(dist.root, *init.split("/")) in verdict.files
 
 
 def _same(a: str, b: str) -> bool:
@@ -119,13 +123,14 @@ def _same(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _recorded(dist_info: str) -> bool:
-    """Whether the installer's RECORD lists triton/__init__.py: how the core's distribution is
-    found when verification stopped before listing its files (a bad signature, say)."""
-    from .discovery import read_small_text
+def _recorded(dist_info: str, init: str) -> bool:
+    """Whether the installer's RECORD lists the core's ``__init__.py``: how the core's
+    distribution is found when verification stopped before listing its files (a bad
+    signature, say)."""
+    from .discovery import read_small_text, record_row
 
     text = read_small_text(os.path.join(dist_info, "RECORD")) or ""
-    return any(line.startswith("triton/__init__.py,") for line in text.splitlines())
+    return record_row(text, init) is not None
 
 
 def _holds(files: list[str], path: str) -> bool:

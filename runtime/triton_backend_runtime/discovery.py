@@ -16,7 +16,8 @@ manifest (``.dist-info/triton_backend.dsse.json``) are found too, even without a
 entry point: they may ship plugin libraries.
 
 Triton itself (``Discovery.triton``) is the distribution whose RECORD lists the
-``triton/__init__.py`` that ``import triton`` would run, never the one named ``triton``:
+``triton/__init__.py`` that ``import triton`` would run (``<package>/__init__.py`` for a
+vendor release that renames the package), never the one named ``triton``:
 forks install the package under their own names, and a fork installed over ``triton``
 leaves two RECORDs claiming it (``Discovery.core_claims``, the one the file matches first).
 """
@@ -35,9 +36,9 @@ from .regularfile import RegularFileError, read_regular
 
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
-    "MAX_METADATA_BYTES", "backends_group", "canonical", "core_root", "core_version", "discover",
+    "MAX_METADATA_BYTES", "backends_group", "canonical", "core_init", "core_root", "core_version", "discover",
     "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes", "read_small_text", "record_row",
-    "record_row_matches",
+    "record_row_matches", "renamed_cores",
 ]
 
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
@@ -46,6 +47,11 @@ DEFAULT_PACKAGE = "triton"
 #: What ``import triton`` runs, as a wheel path: the core is the distribution whose RECORD
 #: lists it in the sys.path entry it is imported from, whatever that distribution's name.
 CORE_INIT = "triton/__init__.py"
+
+
+def core_init(package: str = DEFAULT_PACKAGE) -> str:
+    """What ``import <package>`` runs, as a wheel path (:data:`CORE_INIT` for ``triton``)."""
+    return CORE_INIT if package == DEFAULT_PACKAGE else f"{package}/__init__.py"
 
 
 @dataclass
@@ -130,7 +136,7 @@ def discover(
     package = package or package_of(backends_dir)
     entries = sys.path if path is None else path
     dists = _distributions(entries, backends_group(package))
-    claims = _core_claims(entries, dists)
+    claims = _core_claims(entries, dists, package)
     triton = claims[0] if claims else None
     if in_tree:
         candidates = _in_tree(backends_dir or _backends_dir(triton, package), triton, package)
@@ -177,35 +183,36 @@ def _inspect(dist_info: str, name: str, version: str, root: str, order: int, *, 
     )
 
 
-def core_root(path: list[str]) -> tuple[int, str] | None:
-    """The ``sys.path`` entry (index, directory) ``import triton`` imports from: the first
-    holding ``triton/__init__.py`` (the path finder's rule for a regular package)."""
-    return next(_core_roots(path), None)
+def core_root(path: list[str], package: str = DEFAULT_PACKAGE) -> tuple[int, str] | None:
+    """The ``sys.path`` entry (index, directory) ``import <package>`` imports from: the first
+    holding ``<package>/__init__.py`` (the path finder's rule for a regular package)."""
+    return next(_core_roots(path, core_init(package)), None)
 
 
-def _core_roots(path: list[str]) -> Iterator[tuple[int, str]]:
+def _core_roots(path: list[str], init: str) -> Iterator[tuple[int, str]]:
     for order, entry in enumerate(path):
         root = entry or "."
-        if os.path.isfile(os.path.join(root, *CORE_INIT.split("/"))):
+        if os.path.isfile(os.path.join(root, *init.split("/"))):
             yield order, root
 
 
-def _core_claims(path: list[str], dists: list[Distribution]) -> list[Distribution]:
-    """The distributions whose RECORD (PEP 376) lists the ``triton/__init__.py`` that is
+def _core_claims(path: list[str], dists: list[Distribution], package: str = DEFAULT_PACKAGE) -> list[Distribution]:
+    """The distributions whose RECORD (PEP 376) lists the ``<package>/__init__.py`` that is
     imported, the one the file on disk matches first. Forks install the package under other
     names (``triton-pascal``, ``fbtriton``, ...), so ownership is read from the RECORDs, never
     assumed from a name. When no RECORD claims the imported file (a copy in the working
     directory shadows the install), the first claimed one further along ``sys.path``: its
     ``libtriton.so`` is what backends are checked against, and the core check (:mod:`.core`)
     refuses the shadowing copy."""
-    for order, root in _core_roots(path):
-        claims = _claims_in(root, order, dists)
+    init = core_init(package)
+    for order, root in _core_roots(path, init):
+        claims = _claims_in(root, order, dists, init)
         if claims:
             return claims
     return []
 
 
-def _claims_in(root: str, order: int, dists: list[Distribution]) -> list[Distribution]:
+def _claims_in(root: str, order: int, dists: list[Distribution], init: str) -> list[Distribution]:
     """In one ``sys.path`` entry: RECORDs of distributions named like Triton are read first,
     the others only when none of those claims the file (one bounded read per RECORD)."""
     try:
@@ -213,7 +220,7 @@ def _claims_in(root: str, order: int, dists: list[Distribution]) -> list[Distrib
     except OSError:
         return []
     hinted = [n for n in infos if "triton" in n.lower()]
-    rows = _claiming(root, hinted) or _claiming(root, [n for n in infos if n not in hinted])
+    rows = _claiming(root, hinted, init) or _claiming(root, [n for n in infos if n not in hinted], init)
     known = {d.dist_info: d for d in dists}
     claims: list[tuple[Distribution, str]] = []
     for info, row in rows:
@@ -224,8 +231,8 @@ def _claims_in(root: str, order: int, dists: list[Distribution]) -> list[Distrib
         if dist is not None:
             claims.append((dist, row))
     if len(claims) > 1:
-        init = os.path.join(root, *CORE_INIT.split("/"))
-        claims.sort(key=lambda claim: not record_row_matches(claim[1], init))
+        on_disk = os.path.join(root, *init.split("/"))
+        claims.sort(key=lambda claim: not record_row_matches(claim[1], on_disk))
     return [dist for dist, _ in claims]
 
 
@@ -235,25 +242,41 @@ _VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([^'"\n]{1,64})['"]""", re
 MAX_INIT_BYTES = 64 * 1024
 
 
-def core_version(triton: Distribution | None) -> str | None:
-    """``triton.__version__`` of the core, parsed from its ``__init__.py`` without importing it
-    (a bounded read); None when it is not there or not a plain string assignment."""
+def core_version(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
+    """``<package>.__version__`` of the core, parsed from its ``__init__.py`` without importing
+    it (a bounded read); None when it is not there or not a plain string assignment."""
     if triton is None:
         return None
-    data = read_small_bytes(os.path.join(triton.root, *CORE_INIT.split("/")), MAX_INIT_BYTES)
+    data = read_small_bytes(os.path.join(triton.root, *core_init(package).split("/")), MAX_INIT_BYTES)
     match = _VERSION_LINE.search(data.decode("utf-8", "replace")) if data else None
     return match.group(1) if match else None
 
 
-def _claiming(root: str, infos: list[str]) -> list[tuple[str, str]]:
-    """(dist-info name, RECORD row) for each of ``infos`` whose RECORD lists CORE_INIT."""
+def _claiming(root: str, infos: list[str], init: str) -> list[tuple[str, str]]:
+    """(dist-info name, RECORD row) for each of ``infos`` whose RECORD lists ``init``."""
     out = []
     for info in infos:
         text = read_small_text(os.path.join(root, info, "RECORD"))
-        row = record_row(text, CORE_INIT) if text else None
+        row = record_row(text, init) if text else None
         if row is not None:
             out.append((info, row))
     return out
+
+
+#: A RECORD row of a Triton's ``<package>/backends/__init__.py`` (the package: group 1).
+_BACKENDS_INIT_ROW = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})/backends/__init__\.py,", re.MULTILINE)
+
+
+def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
+    """(distribution, package) for each of ``dists`` whose RECORD installs a Triton under
+    another package name: ``<package>/__init__.py`` and ``<package>/backends/__init__.py``,
+    ``<package>`` not ``triton``. One bounded read per distribution."""
+    found = []
+    for dist in dists:
+        text = read_small_text(os.path.join(dist.dist_info, "RECORD")) or ""
+        packages = {m.group(1) for m in _BACKENDS_INIT_ROW.finditer(text)} - {DEFAULT_PACKAGE}
+        found += [(dist, p) for p in sorted(packages) if record_row(text, core_init(p)) is not None]
+    return found
 
 
 def record_row(text: str, wheel_path: str) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import policy as pol
-from .discovery import Candidate, Discovery, Distribution, core_version, discover
+from .discovery import DEFAULT_PACKAGE, Candidate, Discovery, Distribution, core_init, core_version, discover
 from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
 from .verdict import PluginTerms, Reason, Verdict, reason_of
 from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
@@ -128,21 +128,23 @@ class Registry:
 
     # -- verify ---------------------------------------------------------------------------
 
-    def verify(self, *, rehash: bool = False, backends_dir: str | None = None, in_tree: bool | None = None) -> None:
+    def verify(self, *, rehash: bool = False, backends_dir: str | None = None, in_tree: bool | None = None,
+               package: str | None = None) -> None:
         """Discover and verify everything once; later calls return at once. ``in_tree``: the
         Triton scans its backend directories (3.0-3.3 always; later ones with
-        TRITON_BACKENDS_IN_TREE=1, the default when None)."""
+        TRITON_BACKENDS_IN_TREE=1, the default when None). ``package``: the Triton package
+        (default: the one ``backends_dir`` belongs to, else ``triton``)."""
         with self._lock:
             if self.discovery is not None:
                 return
-            found = discover(backends_dir=backends_dir, in_tree=in_tree)
+            found = discover(backends_dir=backends_dir, in_tree=in_tree, package=package)
             self._contested_core(found)
             rehash = rehash or os.environ.get(REHASH_ENV, "") == "1"
             self.verdicts = self._verdicts(found, rehash)
             self.entries = [self._entry(c) for c in found.candidates]
             self._legacy_floors()
             self.plugins = [p for d in found.distributions for p in self._plugins(d)]
-            self._check_contracts(self.plugins, triton_version(found.triton))
+            self._check_contracts(self.plugins, triton_version(found.triton, found.package))
             self.discovery = found
 
     def _contested_core(self, found: Discovery) -> None:
@@ -181,7 +183,7 @@ class Registry:
         if not with_manifest:
             return {}
         self.trust_sources = trust_sources()
-        libtriton = libtriton_path(found.triton)
+        libtriton = libtriton_path(found.triton, found.package)
         triton = found.triton
         extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or "")),
                  found.package]
@@ -215,7 +217,8 @@ class Registry:
         store, problems = load_trust_store()
         self.problems += [reason_of(p) for p in problems]
         hashes = HashCache(cache.hash_entries(), rehash)
-        return Context(store, triton_version(found.triton), libtriton, hashes, hash_workers(), found.package)
+        return Context(store, triton_version(found.triton, found.package), libtriton, hashes, hash_workers(),
+                       found.package)
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
@@ -298,7 +301,8 @@ class Registry:
             from .plugins import hand_over
 
             triton = self.discovery.triton if self.discovery else None
-            hand_over([p for p in plugins if p.state != EXCLUDED], triton_version(triton), triton)
+            package = self.discovery.package if self.discovery else DEFAULT_PACKAGE
+            hand_over([p for p in plugins if p.state != EXCLUDED], triton_version(triton, package), triton)
             self._warn()
             self.result = result
             return result
@@ -407,6 +411,8 @@ class Registry:
                 "discovery": "in-tree" if self.discovery and self.discovery.in_tree else "entry-points",
                 "triton": triton.label() if triton else None,
                 "triton_core": _core_row(self.discovery),
+                "package": self.discovery.package if self.discovery else DEFAULT_PACKAGE,
+                "renamed_cores": _renamed_cores(self.discovery),
                 "trust_sources": self.trust_sources or _trust_sources(),
                 "cache": cache_file(),
                 "manifest_digest": self.manifest_digest,
@@ -619,29 +625,41 @@ def _trust_sources() -> list[str]:
     return trust_sources()
 
 
-def triton_version(triton: Distribution | None) -> str | None:
-    """The installed Triton's version as Triton reports it (``triton.__version__``, read from
+def triton_version(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
+    """The installed Triton's version as Triton reports it (``<package>.__version__``, read from
     the file), else its distribution's: a fork's distribution version need not be Triton's."""
-    return None if triton is None else core_version(triton) or triton.version
+    return None if triton is None else core_version(triton, package) or triton.version
 
 
 def _core_row(found: Discovery | None) -> dict[str, Any] | None:
-    """What ``import triton`` imports: the distribution whose RECORD lists the file, its
-    version, ``triton.__version__`` and the ``libtriton.so`` beside it."""
+    """What ``import <package>`` imports: the distribution whose RECORD lists the file, its
+    version, ``<package>.__version__`` and the ``libtriton.so`` beside it."""
     triton = found.triton if found else None
     if found is None or triton is None:
         return None
     return {
         "distribution": triton.name, "version": triton.version, "dist_info": triton.dist_info,
-        "init": os.path.join(triton.root, "triton", "__init__.py"), "__version__": core_version(triton),
-        "libtriton": libtriton_path(triton), "also_claimed_by": [d.label() for d in found.core_claims[1:]],
+        "init": os.path.join(triton.root, *core_init(found.package).split("/")),
+        "__version__": core_version(triton, found.package), "libtriton": libtriton_path(triton, found.package),
+        "also_claimed_by": [d.label() for d in found.core_claims[1:]],
     }
 
 
-def libtriton_path(triton: Distribution | None) -> str | None:
+def _renamed_cores(found: Discovery | None) -> list[dict[str, str]]:
+    """Looked for only when no ``triton`` core is on the path: signed distributions that install
+    Triton under another package name (``doctor --package NAME`` examines one)."""
+    if found is None or found.triton is not None or found.package != DEFAULT_PACKAGE:
+        return []
+    from .discovery import renamed_cores
+
+    signed = [d for d in found.distributions if d.manifest]
+    return [{"distribution": d.label(), "package": p} for d, p in renamed_cores(signed)]
+
+
+def libtriton_path(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
     if triton is None:
         return None
-    path = os.path.join(triton.root, "triton", "_C", "libtriton.so")
+    path = os.path.join(triton.root, package, "_C", "libtriton.so")
     return path if os.path.isfile(path) else None
 
 

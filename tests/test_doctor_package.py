@@ -1,0 +1,212 @@
+"""``doctor --package`` and ``list --package``: a Triton installed under another package name
+(issue 10, item 3). A vendor release that renames the package (``vendor_triton/``, group
+``vendor_triton.backends``) is examined as the name it is imported by: its core (the
+distribution holding ``vendor_triton/__init__.py``), its group, its backends, verified for
+that package. Without ``--package`` doctor looks at ``triton``, finds none, and says which
+package a Triton is installed as.
+
+The quick tests use the synthetic wheels of ``test_migrate_renamed`` (migrated, signed,
+installed with pip into a site of their own), the vendor's ``backends/__init__.py`` carrying
+the registry patch as a patched release does; the real ``tokenspeed-triton`` runs under the
+``triton_wheel`` mark.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import fetch_wheel
+from projects import Keypair, keygen
+from runtime_wheels import pip_install, write_wheel
+from test_migrate_renamed import TOKENSPEED, backend, entry_points, migrate, renamed_core
+from triton_backend_runtime.hook import patch_source
+
+PACKAGE = "vendor_triton"
+
+#: The vendor's ``backends/__init__.py``: Triton 3.9's discovery shape, read from the group of
+#: its own package (the registry patch is applied to it below, as a patched release ships it).
+VENDOR_BACKENDS = '''\
+import importlib
+import inspect
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Union
+
+from .compiler import BaseBackend
+from .driver import DriverBase
+
+
+def _find_concrete_subclasses(module, base):
+    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, base) and c is not base]
+    if len(found) != 1:
+        raise RuntimeError(f"{module.__name__}: {len(found)} subclasses of {base.__name__}")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Backend:
+    compiler: type
+    driver: type
+
+
+def _discover_backends():
+    # TRITON_BACKENDS_IN_TREE is not read here: entry points only
+    found = {}
+    for point in entry_points().select(group="vendor_triton.backends"):
+        compiler = importlib.import_module(f"{point.value}.compiler")
+        driver = importlib.import_module(f"{point.value}.driver")
+        found[point.name] = Backend(_find_concrete_subclasses(compiler, BaseBackend),
+                                    _find_concrete_subclasses(driver, DriverBase))
+    return found
+
+
+backends: dict[str, Backend] = _discover_backends()
+'''
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Keypair:
+    return keygen(tmp_path_factory.mktemp("keys"), "vendor")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, key: Keypair) -> Path:
+    """The vendor's renamed core and a backend for it, migrated, signed and installed."""
+    root = tmp_path_factory.mktemp("renamed-site")
+    patched = patch_source(VENDOR_BACKENDS)
+    assert patched is not None
+    core = renamed_core(PACKAGE, "vgpu") | {f"{PACKAGE}/backends/__init__.py": patched.encode()}
+    plugin = backend("acme_backend", "Acme", f"{PACKAGE}.backends") | entry_points(
+        "acme_backend-1.0.dist-info", f"{PACKAGE}.backends", {"acme": "acme_backend"})
+    target = root / "site"
+    for name, files in (("vendor-triton", core), ("acme-backend", plugin)):
+        wheel = write_wheel(root / name, name, "3.3.0" if name == "vendor-triton" else "1.0", files)
+        code, outcome = migrate(wheel, root / "out", key)
+        assert code == 0 and outcome["triton_package"] == PACKAGE, outcome
+        pip_install(Path(sys.executable), root / "out" / wheel.name, target)
+    return target
+
+
+def environment(site: Path, key: Keypair, home: Path) -> dict[str, str]:
+    """Only ``site`` besides this interpreter's packages; the vendor's key trusted; strict."""
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "TRITON_BACKEND_POLICY": "strict",
+            "TRITON_BACKEND_TRUSTED_KEYS": str(key.public), "XDG_CONFIG_HOME": str(home / "config"),
+            "TRITON_BACKEND_CACHE_DIR": str(home / "cache"), "HOME": str(home)}
+
+
+def runtime(site: Path, key: Keypair, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "triton_backend_runtime", *args], capture_output=True, text=True,
+                          env=environment(site, key, home), cwd=home, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def doctor_json(site: Path, key: Keypair, home: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    proc = runtime(site, key, home, "doctor", "--json", *args)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return proc.returncode, doc
+
+
+def test_doctor_examines_the_renamed_package(site: Path, key: Keypair, tmp_path: Path) -> None:
+    code, doc = doctor_json(site, key, tmp_path, "--package", PACKAGE)
+    assert code == 0, doc
+    assert doc["healthy"] and doc["enforced"] and doc["used_by_triton"] and doc["problems"] == []
+    assert doc["package"] == PACKAGE
+    core = doc["triton_core"]
+    assert (core["distribution"], core["version"], core["__version__"]) == ("vendor-triton", "3.3.0", "3.3.0")
+    assert core["init"] == str(site / PACKAGE / "__init__.py")
+    rows = {r["name"]: (r["distribution"], r["package"], r["trust"], r["state"], r["reason"]) for r in doc["backends"]}
+    assert rows == {
+        "acme": ("acme-backend", "acme_backend", "verified", "loaded", None),
+        "vgpu": ("vendor-triton", f"{PACKAGE}.backends.vgpu", "verified", "loaded", None),
+    }
+    assert doc["renamed_cores"] == []
+
+
+def test_doctor_text_and_list_name_the_package(site: Path, key: Keypair, tmp_path: Path) -> None:
+    text = runtime(site, key, tmp_path, "doctor", "--package", PACKAGE)
+    assert text.returncode == 0, text.stdout
+    assert f"  {PACKAGE}: vendor-triton 3.3.0 ({PACKAGE}.__version__ 3.3.0; " in text.stdout
+    assert text.stdout.rstrip().endswith("OK")
+    listing = runtime(site, key, tmp_path, "list", "--package", PACKAGE)
+    assert listing.returncode == 0, listing.stdout
+    assert sorted(listing.stdout.splitlines()) == [
+        "acme\tacme-backend 1.0\tverified\tloaded", "vgpu\tvendor-triton 3.3.0\tverified\tloaded"]
+
+
+def test_without_the_flag_doctor_looks_for_triton_and_points_at_the_rename(site: Path, key: Keypair,
+                                                                          tmp_path: Path) -> None:
+    code, doc = doctor_json(site, key, tmp_path)
+    assert code == 1 and not doc["healthy"]
+    assert doc["package"] == "triton" and doc["triton_core"] is None
+    # triton's group holds no backend here: none is shown, let alone as verified
+    assert doc["backends"] == []
+    assert [(p["code"], p["path"]) for p in doc["problems"]] == [("load.triton", "triton")]
+    assert doc["renamed_cores"] == [{"distribution": "vendor-triton 3.3.0", "package": PACKAGE}]
+    text = runtime(site, key, tmp_path, "doctor")
+    assert text.returncode == 1
+    assert "  triton:      not installed (no installed distribution's RECORD lists the triton/__init__.py" in (
+        text.stdout)
+    assert (f"note: a Triton is installed as {PACKAGE} (vendor-triton 3.3.0): "
+            f"python -m triton_backend_runtime doctor --package {PACKAGE}") in text.stdout
+
+
+def test_a_manifest_for_the_rename_is_refused_under_triton(site: Path, key: Keypair, tmp_path: Path) -> None:
+    """The registry, asked for ``triton``, refuses the vendor's manifests by reason: they were
+    built for the Triton imported as vendor_triton."""
+    probe = ("import json\nfrom triton_backend_runtime import registry\nr = registry.get()\nr.verify()\n"
+             "print(json.dumps({k: v.problem.code if v.problem else None for k, v in r.verdicts.items()}))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=environment(site, key, tmp_path), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    codes = json.loads(proc.stdout)
+    assert sorted(codes.values()) == ["verify.triton-package", "verify.triton-package"]
+
+
+@pytest.mark.parametrize("bad", ["a/b", "a.b", "1x", "", "class", "vendor-triton"])
+@pytest.mark.parametrize("command", ["doctor", "list"])
+def test_package_must_be_a_python_package_name(site: Path, key: Keypair, tmp_path: Path, command: str,
+                                               bad: str) -> None:
+    proc = runtime(site, key, tmp_path, command, "--package", bad, "--json")
+    assert proc.returncode == 2, proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m triton_backend_runtime: error: --package: ")
+    assert lines[0].endswith(" (input.name)")
+    assert json.loads(proc.stdout)["error"]["code"] == "input.name"
+
+
+@pytest.mark.triton_wheel
+def test_real_renamed_release_doctor(key: Keypair, tmp_path: Path) -> None:
+    """tokenspeed-triton (package tokenspeed_triton) with the registry patch applied to its
+    backends/__init__.py, migrated with --rewrite-record: doctor --package finds its core by
+    the file, its libtriton.so beside it, and both backends verified."""
+    src = fetch_wheel(TOKENSPEED)
+    package = "tokenspeed_triton"
+    member = f"{package}/backends/__init__.py"
+    patched = tmp_path / "patched" / src.name
+    patched.parent.mkdir()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(patched, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            text = patch_source(data.decode()) if info.filename == member else None
+            zout.writestr(info, text.encode() if text is not None else data)
+    code, outcome = migrate(patched, tmp_path / "out", key, "--rewrite-record", "--jobs", "2")
+    assert code == 0, outcome
+    target = tmp_path / "site"
+    pip_install(Path(sys.executable), tmp_path / "out" / src.name, target)
+    code, doc = doctor_json(target, key, tmp_path, "--package", package)
+    core = doc["triton_core"]
+    assert (core["distribution"], core["version"]) == ("tokenspeed-triton", "3.9.10.post20261028")
+    assert core["__version__"] and core["libtriton"] == str(target / package / "_C" / "libtriton.so")
+    assert {r["name"]: (r["trust"], r["reason"]) for r in doc["backends"]} == {
+        "amd": ("verified", None), "nvidia": ("verified", None)}
+    code, doc = doctor_json(target, key, tmp_path)
+    assert doc["triton_core"] is None and doc["backends"] == []
+    assert doc["renamed_cores"] == [{"distribution": "tokenspeed-triton 3.9.10.post20261028", "package": package}]
