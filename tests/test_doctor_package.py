@@ -13,7 +13,11 @@ the registry patch as a patched release does; the real ``tokenspeed-triton`` run
 
 from __future__ import annotations
 
+import argparse
 import json
+import keyword
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,12 +26,17 @@ from typing import Any
 
 import pytest
 from conftest import fetch_wheel
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from projects import Keypair, keygen
 from runtime_wheels import pip_install, write_wheel
 from test_migrate_renamed import TOKENSPEED, backend, entry_points, migrate, renamed_core
+from triton_backend_runtime import discovery
+from triton_backend_runtime.__main__ import UnusableInput, _package
 from triton_backend_runtime.hook import patch_source
 
 PACKAGE = "vendor_triton"
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 
 #: The vendor's ``backends/__init__.py``: Triton 3.9's discovery shape, read from the group of
 #: its own package (the registry patch is applied to it below, as a patched release ships it).
@@ -168,6 +177,71 @@ def test_a_manifest_for_the_rename_is_refused_under_triton(site: Path, key: Keyp
     assert proc.returncode == 0, proc.stderr
     codes = json.loads(proc.stdout)
     assert sorted(codes.values()) == ["verify.triton-package", "verify.triton-package"]
+
+
+CORE_PROBE = """
+import importlib.util, json, sys
+from triton_backend_runtime import core, registry
+try:
+    reason = core.check_core(importlib.util.find_spec(sys.argv[1]), sys.argv[1])
+    print(json.dumps(None if reason is None else reason.code))
+except core.CoreRejected as exc:
+    print(json.dumps(["refused", exc.reason.code, exc.reason.path]))
+"""
+
+
+def test_the_core_check_takes_the_package(site: Path, key: Keypair, tmp_path: Path) -> None:
+    """check_core for the renamed package: its verified core passes; an edited
+    vendor_triton/__init__.py is refused under strict, by reason, naming the file."""
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy)
+
+    def check() -> Any:
+        proc = subprocess.run([sys.executable, "-c", CORE_PROBE, PACKAGE], capture_output=True, text=True,
+                              env=environment(copy, key, tmp_path), cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert check() is None
+    init = copy / PACKAGE / "__init__.py"
+    init.write_text(init.read_text() + "# edited after install\n")
+    assert check() == ["refused", "verify.size", str(init)]
+
+
+@given(st.text(max_size=120) | st.sampled_from(["triton", "vendor_triton", "None", "tritón", "class", "a" * 101,
+                                              "x\n"]))
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
+def test_package_values_are_names_or_input_name(value: str) -> None:
+    try:
+        name = _package(argparse.Namespace(package=value))
+    except UnusableInput as exc:
+        assert exc.code == "input.name" and exc.path == "--package"
+        assert not value.isidentifier() or len(value) > 100 or keyword.iskeyword(value)
+        return
+    assert name == value and name.isidentifier() and len(name) <= 100
+
+
+@given(st.lists(st.sampled_from([
+    "vendor_triton/__init__.py,sha256=x,1", "vendor_triton/backends/__init__.py,sha256=x,1",
+    "triton/__init__.py,,", "triton/backends/__init__.py,,", "x/backends/__init__.py,,", "1x/__init__.py,,",
+    "1x/backends/__init__.py,,", '"a,b/backends/__init__.py",,', "../y/backends/__init__.py,,", "y/__init__.py,,",
+    "", "\x00", "\r",
+]) | st.text(max_size=40), max_size=12), st.booleans())
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
+def test_renamed_cores_from_any_record(tmp_path_factory: pytest.TempPathFactory, rows: list[str],
+                                       crlf: bool) -> None:
+    """Whatever a RECORD holds: a renamed core is named only for a package (an identifier,
+    not triton) that the RECORD lists both ``__init__.py`` and ``backends/__init__.py`` of."""
+    info = tmp_path_factory.mktemp("record") / "x-1.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text(("\r\n" if crlf else "\n").join(rows), encoding="utf-8", errors="replace")
+    dist = discovery.Distribution("x", "1", str(info))
+    found = [package for _, package in discovery.renamed_cores([dist])]
+    listed = {row.split(",")[0] for row in "\n".join(rows).splitlines()}
+    assert found == sorted(found) and len(found) == len(set(found))
+    for package in found:
+        assert package.isidentifier() and package != "triton"
+        assert {f"{package}/__init__.py", f"{package}/backends/__init__.py"} <= listed
 
 
 @pytest.mark.parametrize("bad", ["a/b", "a.b", "1x", "", "class", "vendor-triton"])
