@@ -51,7 +51,7 @@ CORE_INIT = "triton/__init__.py"
 
 def core_init(package: str = DEFAULT_PACKAGE) -> str:
     """What ``import <package>`` runs, as a wheel path (:data:`CORE_INIT` for ``triton``)."""
-    return CORE_INIT if package == DEFAULT_PACKAGE else f"{package}/__init__.py"
+    return f"{package}/__init__.py"
 
 
 @dataclass
