@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import projects  # noqa: E402
 import triton_venv  # noqa: E402
 from _wheels import fetch_wheel  # noqa: E402
+from helpers.disttree import TrustEnv  # noqa: E402
 from triton_venv import run_cli  # noqa: E402,F401  (tests import it from here)
 
 # Directories of session-scoped fixtures: they outlive the module that first asked for them.
@@ -95,6 +96,20 @@ def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
     return ElfFixtures(
         d, exports, plugin_v2, plugin_v1, plugin_shared, pyext, runpath, rpath, versioned, truncated, not_elf
     )
+
+
+@pytest.fixture()
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
+    """Trust files of this test's own (a key trusted, policy and cache under tmp_path)."""
+    return TrustEnv.make(tmp_path, monkeypatch)
+
+
+@pytest.fixture()
+def site(tmp_path: Path) -> Path:
+    """An empty site-packages directory for dist-info trees."""
+    path = tmp_path / "site"
+    path.mkdir()
+    return path
 
 
 def patched_copy(src: Path, dst: Path, offset: int, value: bytes) -> Path:

@@ -264,11 +264,6 @@ def info_of(libs: Libs, tmp_path: Path, name: str, *defines: str) -> tuple[Path,
     return so, plugin.info
 
 
-@pytest.fixture()
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
-    return TrustEnv.make(tmp_path, monkeypatch)
-
-
 @pytest.mark.parametrize(("defines", "code", "name"), [
     (("PLUGIN_NAME=\"rival\"", "PASS_B=\"rival-fuse\"", "DIALECT=\"RivalDialect\"", "OP=\"rival_op\""),
      "conflict.pass", "contract-lower"),

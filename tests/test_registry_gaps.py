@@ -17,18 +17,6 @@ from triton_backend_runtime import registry
 from triton_backend_runtime.registry import Entry, Registry
 
 
-@pytest.fixture()
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
-    return TrustEnv.make(tmp_path, monkeypatch)
-
-
-@pytest.fixture()
-def site(tmp_path: Path) -> Path:
-    path = tmp_path / "site"
-    path.mkdir()
-    return path
-
-
 @pytest.fixture(autouse=True)
 def _no_triton_imported(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """These trees are found by the finders, not through a ``triton`` already imported; what a

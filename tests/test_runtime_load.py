@@ -57,18 +57,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry
 # -- fixtures ------------------------------------------------------------------------------
 
 
-@pytest.fixture()
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
-    return TrustEnv.make(tmp_path, monkeypatch)
-
-
-@pytest.fixture()
-def site(tmp_path: Path) -> Path:
-    path = tmp_path / "site"
-    path.mkdir()
-    return path
-
-
 @pytest.fixture(autouse=True)
 def _forget_imported_backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Backends imported by a test leave ``sys.modules``: the next test's tree is elsewhere.
