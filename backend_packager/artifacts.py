@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -27,8 +28,9 @@ from typing import TYPE_CHECKING, BinaryIO, NoReturn, cast
 
 from triton_backend_runtime.manifest import Artifact, ElfInfo
 
+from . import fsutil
 from .elf import ELF_MAGIC, SCAN_BYTES_LIMIT, CaptureMiss, capture_ranges, scan_elf
-from .errors import ElfError
+from .errors import ElfError, InputError
 
 if TYPE_CHECKING:
     import tempfile
@@ -213,21 +215,37 @@ def artifact_from_bytes(path: str, data: bytes) -> Artifact:
 def artifact_from_file(file: Path, path: str, *, require_elf: bool = False) -> Artifact:
     """Record for a file on disk: scanned in place (no spool) while a thread hashes it.
 
-    Both read the one open file (the hash by ``pread``), so they see the same file.
+    Both read the one open file (the hash by ``pread``), so they see the same file; it must
+    be a regular file (a FIFO would block the open, a device never end the hash), and be
+    the same file, unwritten, after both (device, inode, size, mtime and ctime): a file
+    written meanwhile is ``input.changed``, never recorded with a digest of other bytes
+    than the scan read.
     """
-    with file.open("rb") as stream:
+    fd = fsutil.open_input(file)
+    with os.fdopen(fd, "rb") as stream:
+        before = os.fstat(fd)
         head = stream.read(64)
-        size = os.fstat(stream.fileno()).st_size
+        size = before.st_size
         if head[:4] != ELF_MAGIC:
             if require_elf:
                 raise ElfError("not-elf", str(file), f"not an ELF file (starts with {head[:4]!r})")
-            return Artifact(path=path, sha256=_Hasher(stream.fileno(), size).result(), size=size, elf=None)
-        hasher = _Hasher(stream.fileno(), size)
-        try:
-            info = scan_elf(stream, str(file), size=size)
-        finally:
+            info = None
+            digest = _Hasher(fd, size, str(file)).result()
+        else:
+            hasher = _Hasher(fd, size, str(file))
+            try:
+                info = scan_elf(stream, str(file), size=size)
+            except BaseException:
+                hasher.cancel()  # a corrupt file or Ctrl-C: its digest is not needed
+                raise
             digest = hasher.result()
+        if _identity(os.fstat(fd)) != _identity(before):
+            raise InputError("changed", str(file), "changed while it was being scanned and hashed: not recorded")
     return Artifact(path=path, sha256=digest, size=size, elf=info)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 class _Hasher:
@@ -251,30 +269,36 @@ class _Hasher:
     blocks that go through memory. The child reads HASH_STEP at a time throughout.
     """
 
-    def __init__(self, fd: int, size: int) -> None:
-        self._fd = fd
+    def __init__(self, fd: int, size: int, display: str) -> None:
+        self._fd, self._size, self._display = fd, size, display
         self._hash = hashlib.sha256()
+        self._read = 0
         self._error: OSError | None = None
         self._thread: threading.Thread | None = None
         self._child: tuple[int, int] | None = None
         self._alone = False  # set by result(): nothing else runs Python now
+        self._stop = False  # set by cancel()
         if size < HASH_IN_THREAD:
             self._alone = True
             self._run()
             return
-        self._child = _fork_hash(fd) if size >= HASH_IN_CHILD else None
+        self._child = _fork_hash(fd, size) if size >= HASH_IN_CHILD else None
         if self._child is None:
             self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
             self._thread.start()
 
     def _run(self) -> None:
+        """Exactly the size seen at the start, never more: a file that keeps growing ends."""
         buffer = bytearray(HASH_CHUNK)  # one buffer, filled again and again: no page faults per read
         view = memoryview(buffer)
-        offset = 0
         try:
-            while count := os.preadv(self._fd, [view[: HASH_STEP if self._alone else HASH_CHUNK]], offset):
+            while not self._stop and (left := self._size - self._read) > 0:
+                step = min(left, HASH_STEP if self._alone else HASH_CHUNK)
+                count = os.preadv(self._fd, [view[:step]], self._read)
+                if not count:
+                    return  # shorter than it was: result() says so
                 self._hash.update(view[:count])
-                offset += count
+                self._read += count
         except OSError as exc:
             self._error = exc
 
@@ -290,7 +314,21 @@ class _Hasher:
             self._thread.join()
         if self._error is not None:
             raise self._error
+        if self._read != self._size:
+            raise InputError("changed", self._display, f"{self._read:,} bytes where it had {self._size:,} when "
+                             "opened (truncated while being hashed): not recorded")
         return self._hash.hexdigest()
+
+    def cancel(self) -> None:
+        """No digest wanted: the child killed and reaped, the thread stopped; returns at once."""
+        self._stop = True
+        if self._child is not None:
+            pid, read = self._child
+            self._child = None
+            _kill(pid)
+            _child_digest(pid, read)
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _fork_safe() -> bool:
@@ -303,10 +341,12 @@ def _fork_safe() -> bool:
         return False
 
 
-def _fork_hash(fd: int) -> tuple[int, int] | None:
-    """A child hashing ``fd``: (its pid, the pipe's read end); None where forking is not safe."""
+def _fork_hash(fd: int, size: int) -> tuple[int, int] | None:
+    """A child hashing ``size`` bytes of ``fd``: (its pid, the pipe's read end); None where
+    forking is not safe."""
     if not _fork_safe():
         return None
+    parent = os.getpid()
     read, write = os.pipe()
     try:
         pid = os.fork()
@@ -315,32 +355,53 @@ def _fork_hash(fd: int) -> tuple[int, int] | None:
         os.close(write)
         return None
     if pid == 0:
-        _hash_in_child(fd, read, write)
+        try:
+            _hash_in_child(fd, size, parent, read, write)
+        finally:
+            os._exit(1)  # never return into the parent's code, even on a Ctrl-C at the first bytecode
     os.close(write)
     return pid, read
 
 
-def _hash_in_child(fd: int, read: int, write: int) -> NoReturn:
+def _hash_in_child(fd: int, size: int, parent: int, read: int, write: int) -> NoReturn:
+    """Writes the digest of exactly ``size`` bytes, or nothing (file shorter, read error,
+    signal). Stops within one step when the parent is gone (killed by ``kill -9``: the
+    child is reparented), so no orphan goes on reading half a gigabyte for nobody."""
     code = 1
     try:
         os.close(read)
         digest, buffer, offset = hashlib.sha256(), bytearray(HASH_STEP), 0
         view = memoryview(buffer)
-        while count := os.preadv(fd, [view], offset):
+        while offset < size and os.getppid() == parent:
+            count = os.preadv(fd, [view[: min(HASH_STEP, size - offset)]], offset)
+            if not count:
+                break
             digest.update(view[:count])
             offset += count
-        os.write(write, digest.hexdigest().encode("ascii"))
-        code = 0
+        if offset == size:
+            os.write(write, digest.hexdigest().encode("ascii"))
+            code = 0
     finally:
         os._exit(code)  # whatever happened (even KeyboardInterrupt): never return into the parent's code
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def _child_digest(pid: int, read: int) -> str | None:
-    """The child's hex digest, or None when it gave none; the child is always reaped."""
+    """The child's hex digest, or None when it gave none; the child is always reaped, and
+    killed first if this wait is interrupted (Ctrl-C while it hashes)."""
     try:
         data = b""
         while len(data) < 64 and (more := os.read(read, 64 - len(data))):
             data += more
+    except BaseException:
+        _kill(pid)
+        raise
     finally:
         os.close(read)
         try:

@@ -7,6 +7,7 @@ stops the others; every problem is collected as a :class:`TrustError` naming the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import Artifact, file_kind
 
+from . import fsutil
 from .artifacts import ArtifactSink, artifact_from_file, read_into
 from .elf import ELF_MAGIC, CaptureMiss
 from .errors import ElfError, InputError, TrustError, WheelError
@@ -134,8 +136,9 @@ MAGIC_BYTES = 64
 
 
 def _head(file: Path, size: int = MAGIC_BYTES) -> bytes:
-    """The first bytes, for the magic number (the scan reads the rest itself)."""
-    with file.open("rb") as stream:
+    """The first bytes, for the magic number (the scan reads the rest itself). Opened as
+    :func:`~backend_packager.fsutil.open_input` opens: a FIFO named ``x.so`` must not hang."""
+    with os.fdopen(fsutil.open_input(file), "rb") as stream:
         return stream.read(size)
 
 
