@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ HOOK_KEY_CALL = "add_stages_inspection_hook()"
 #: Triton's compiler.py is ~20-35 kB; a larger one is not read (the hash() wrap then applies).
 SOURCE_LIMIT = 1 << 20
 SALT_ATTR = "__backend_manifests_salt__"
+_RAW_ATTR = "__backend_manifests_unsalted__"
 
 
 @dataclass(eq=False)  # compared by identity; shared by every class salted in this process
@@ -164,7 +166,13 @@ def compile_reads_hook(package_dir: str | None) -> bool:
         text = read_regular(os.path.join(package_dir, "compiler", "compiler.py"), SOURCE_LIMIT)
     except RegularFileError:
         return False
-    return HOOK_KEY_CALL.encode() in text
+    return _HOOK_KEY_LINE.search(text) is not None
+
+
+#: A line that calls the hook without arguments before any ``#``: a mention in a comment (a
+#: fork's note, a 3.6 file documenting 3.7) is no call, and skipping the salting on it would
+#: leave the on-disk key without the manifests.
+_HOOK_KEY_LINE = re.compile(rb"^[^#\n]*" + re.escape(HOOK_KEY_CALL.encode()), re.MULTILINE)
 
 
 def package_dir(package: str) -> str | None:
@@ -185,6 +193,7 @@ def _salted(raw: Any, salt: Salt) -> Callable[[Any], str]:
     if callable(raw):
         functools.update_wrapper(hash, raw)
     setattr(hash, SALT_ATTR, salt)
+    setattr(hash, _RAW_ATTR, raw)
     return hash
 
 
@@ -202,6 +211,9 @@ def salt_compiler(cls: type, digest: str, missing: Callable[[], list[str]] | Non
     raw = next((klass.__dict__["hash"] for klass in cls.__mro__ if "hash" in klass.__dict__), None)
     if raw is None:
         return False
+    # a base salted first: wrap its original, or a subclass's key would hold the digest twice
+    # (and the key would depend on the order of Triton's backend table)
+    raw = getattr(raw, _RAW_ATTR, raw)
     try:
         setattr(cls, "hash", _salted(raw, Salt(digest, missing)))  # noqa: B010 (a wrap, not a typo)
     except (AttributeError, TypeError):  # a class that is immutable (a C type, a frozen metaclass)
