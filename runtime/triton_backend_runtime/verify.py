@@ -37,6 +37,7 @@ import hashlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import dsse, dynsym, statement
@@ -351,6 +352,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         def is_extra(directory: str, name: str) -> bool:  # noqa: E306 - schema 1.0: libraries only
             return is_shared_library(name)
     tops = _confined(tops, manifest, dist, listed, verdict)
+    _check_strays(_strays(listed, tops, dist, is_extra), manifest, dist, listed, is_extra, verdict)
     budget = [MAX_WALK_ENTRIES]
     unlisted: list[str] = []
     for top in sorted(tops):
@@ -397,6 +399,113 @@ def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: 
     return {d for d in out if not any(d.startswith(o + os.sep) for o in out)}
 
 
+def _strays(listed: set[str], walked: set[str], dist: Distribution, is_extra: Callable[[str, str], bool]) -> set[str]:
+    """Listed code outside every walked directory: a module or library the distribution
+    installs into a directory it shares (``triton/backends/helper.py`` in a namespace, a
+    plugin in ``nvidia/lib/``); top-level modules are left to the shadowing check."""
+    return {
+        p for p in listed
+        if os.path.dirname(p) != dist.root and is_extra(os.path.dirname(p), os.path.basename(p))
+        and not any(p.startswith(w + os.sep) for w in walked)
+    }
+
+
+def _check_strays(strays: set[str], manifest: m.Manifest, dist: Distribution, listed: set[str],
+                  is_extra: Callable[[str, str], bool], verdict: Verdict) -> None:
+    """In a shared directory the loader searches a listed library's directory (``$ORIGIN``)
+    and the path finder prefers ``X/__init__.py`` and then ``X<extension suffix>`` to a listed
+    ``X.py``: unlisted code there, or in ``X/``, runs in the verified file's place unless
+    another distribution's RECORD describes it (PEP 376). The packages above a listed module
+    run before it, as for an owned directory. Each directory looked at joins the verdict's files."""
+    claims = _Claims(dist, verdict)
+    unlisted: list[str] = []
+    for directory in sorted({os.path.dirname(p) for p in strays}):
+        here = sorted(p for p in strays if os.path.dirname(p) == directory)
+        verdict.files.append(directory)
+        found = _shadowing(directory, here, is_extra, verdict)
+        unlisted += [p for p in found if p not in listed and not claims.owned(p)]
+        if manifest.coverage == m.COVERAGE_ALL and not all(is_shared_library(os.path.basename(p)) for p in here):
+            _check_parents(os.path.join(directory, "-"), dist, listed, verdict)  # from directory's own up
+    if unlisted:
+        raise VerifyError("unlisted", sorted(unlisted)[0], "code the signed manifest does not list, in a "
+                          "directory it shares with others (it runs in place of the verified file)")
+
+
+def _shadowing(directory: str, strays: list[str], is_extra: Callable[[str, str], bool], verdict: Verdict) -> list[str]:
+    """The code in ``directory`` that could run in place of its listed ``strays``: any library
+    beside a library, ``X.*`` code beside a module ``X``, and the code in a directory ``X/``."""
+    code = _code_in(directory, is_extra)
+    libraries = any(is_shared_library(os.path.basename(p)) for p in strays)
+    stems = {os.path.basename(p).split(".")[0] for p in strays if not is_shared_library(os.path.basename(p))}
+    found = [p for p in code if (libraries and is_shared_library(os.path.basename(p)))
+             or os.path.basename(p).split(".")[0] in stems]
+    for stem in sorted(stems):
+        package = os.path.join(directory, stem)
+        if os.path.isdir(package):
+            verdict.files.append(package)
+            found += _code_in(package, is_extra)
+    return found
+
+
+def _code_in(directory: str, is_extra: Callable[[str, str], bool]) -> list[str]:
+    """The code files directly in ``directory`` (one bounded listing; none if unreadable)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for _, e in zip(range(MAX_WALK_ENTRIES), entries, strict=False)]
+    except OSError:
+        return []
+    return [path for n in sorted(names)
+            if is_extra(directory, n) and not os.path.isdir(path := os.path.join(directory, n))]
+
+
+class _Claims:
+    """The other distributions' RECORDs in ``dist``'s ``sys.path`` entry, read once, when first
+    asked (only a distribution with files in a shared directory asks)."""
+
+    #: Above this size a RECORD row's size alone describes the file: hashing another
+    #: vendor's half-gigabyte library on every verification is not this check's to do.
+    HASH_LIMIT = 16 << 20
+
+    def __init__(self, dist: Distribution, verdict: Verdict) -> None:
+        self.dist, self.verdict = dist, verdict
+        self.records: list[tuple[str, str]] | None = None
+
+    def owned(self, path: str) -> bool:
+        """Whether another distribution's RECORD lists ``path`` as it is on disk."""
+        from .discovery import read_small_text, record_row, record_row_matches
+
+        if self.records is None:
+            self.records = []
+            for info in _other_infos(self.dist):
+                record = os.path.join(self.dist.root, info, "RECORD")
+                self.records.append((record, read_small_text(record) or ""))
+        wheel_path = os.path.relpath(path, self.dist.root).replace(os.sep, "/")
+        for record, text in self.records:
+            row = record_row(text, wheel_path) if text else None
+            if row is not None and (record_row_matches(row, path, self.HASH_LIMIT) or _large_and_sized(row, path)):
+                self.verdict.files.append(record)
+                return True
+        return False
+
+
+def _large_and_sized(row: str, path: str) -> bool:
+    size = row.rsplit(",", 1)[-1]
+    try:
+        return size.isascii() and size.isdigit() and len(size) < 16 and os.stat(path).st_size == int(size) > (
+            _Claims.HASH_LIMIT)
+    except (OSError, ValueError):
+        return False
+
+
+def _other_infos(dist: Distribution) -> list[str]:
+    """The ``.dist-info`` directory names in ``dist``'s ``sys.path`` entry but its own."""
+    try:
+        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
+    except OSError:
+        return []
+    return [n for n in infos if os.path.join(dist.root, n) != dist.dist_info]
+
+
 def _package_owner(directory: str, dist: Distribution, listed: set[str], verdict: Verdict) -> str:
     """Whose package ``directory`` is: ``"own"`` (its manifest lists the ``__init__.py``, or
     nobody else claims one that is there: then it is unlisted code of this distribution),
@@ -434,14 +543,8 @@ def _other_owner(dist: Distribution, wheel_path: str, installed: str) -> str | N
     ``wheel_path`` with the sha256 and size of the file installed there (PEP 376)."""
     from .discovery import read_small_text, record_row, record_row_matches
 
-    try:
-        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
-    except OSError:
-        return None
-    for info in infos:
+    for info in _other_infos(dist):
         record = os.path.join(dist.root, info, "RECORD")
-        if os.path.join(dist.root, info) == dist.dist_info:
-            continue
         text = read_small_text(record)
         row = record_row(text, wheel_path) if text else None
         if row is not None and record_row_matches(row, installed):
