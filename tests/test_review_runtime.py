@@ -126,6 +126,21 @@ def test_another_distributions_directory_in_the_namespace_is_not_walked(env: Tru
     assert env.registry(site, policy="strict").verdicts[str(dist.dist_info)].status == "verified"
 
 
+def test_another_distributions_library_beside_a_plugin_is_its_own_until_edited(env: TrustEnv, site: Path,
+                                                                                elf_files: ElfFixtures) -> None:
+    """A library beside the plugin that another distribution's RECORD describes is that one's;
+    edited afterwards (the cache warm), it is nobody's: unlisted code beside the plugin."""
+    dist = _plugin_in_a_namespace(site, env, elf_files)
+    other = write_dist(site, "ns-other", backends={}, files={"vendorns/lib/libother.so": elf_files.exports})
+    write_record(other)
+    assert env.registry(site, policy="strict").verdicts[str(dist.dist_info)].status == "verified"
+    lib = site / "vendorns" / "lib" / "libother.so"
+    data = bytearray(lib.read_bytes())
+    data[-1] ^= 1
+    lib.write_bytes(bytes(data))
+    rejected_for(env.registry(site, policy="strict"), dist, lib)
+
+
 def _hostile_claim(site: Path, wheel_path: str, row: str | None = None) -> Path:
     """A dist-info of a hostile distribution whose RECORD claims ``wheel_path`` (by default
     with the sha256 and size of the file on disk: a matching row)."""
@@ -212,7 +227,7 @@ def test_format_3_identities_and_hashes_of_any_shape_are_a_miss(warm: tuple[Trus
     verdict's files, hash strings of any text: never a crash, never a dropped backend."""
     env, site, doc = warm
     doc = json.loads(json.dumps(doc))
-    (item,) = doc["verdicts"].values()  # type: ignore[attr-defined]
+    (item,) = doc["verdicts"].values()
     identities = item["identities"]
     how = data.draw(st.sampled_from(["edit", "longer", "shorter", "hashes"]))
     if how == "edit":
@@ -223,8 +238,8 @@ def test_format_3_identities_and_hashes_of_any_shape_are_a_miss(warm: tuple[Trus
         del identities[data.draw(st.integers(0, len(identities) - 1))]
     else:
         hashes = doc["hashes"]
-        for path in list(hashes)[: data.draw(st.integers(1, 3))]:  # type: ignore[call-overload]
-            hashes[path] = data.draw(identity_text)  # type: ignore[index]
+        for path in list(hashes)[: data.draw(st.integers(1, 3))]:
+            hashes[path] = data.draw(identity_text)
     env.cache_file().write_text(json.dumps(doc))
     os.chmod(env.cache_file(), 0o600)
     reg = env.registry(site, policy="strict")

@@ -483,7 +483,7 @@ class _Claims:
         for record, text in self.records:
             row = record_row(text, wheel_path) if text else None
             if row is not None and (record_row_matches(row, path, self.HASH_LIMIT) or _large_and_sized(row, path)):
-                self.verdict.files.append(record)
+                self.verdict.files += [path, record]  # an edit to either: verified again
                 return True
         return False
 
