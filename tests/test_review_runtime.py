@@ -269,6 +269,27 @@ def test_a_subclass_salted_after_its_base_carries_the_digest_once() -> None:
     assert Base().hash() == "base-backend-manifests-d2"
 
 
+def test_a_class_that_drops_the_new_hash_silently_is_named() -> None:
+    """A metaclass whose ``__setattr__`` ignores the assignment raises nothing: the class is
+    still reported as one whose key the manifests do not reach (the registry warns)."""
+
+    class Deaf(type):
+        def __setattr__(cls, name: str, value: object) -> None:
+            pass
+
+    class Compiler(metaclass=Deaf):
+        def hash(self) -> str:
+            return "raw"
+
+    class Plain:
+        def hash(self) -> str:
+            return "plain"
+
+    assert compilekey.salt_backends({"deaf": type("B", (), {"compiler": Compiler}),
+                                     "plain": type("B", (), {"compiler": Plain})}, "d") == ["deaf"]
+    assert Compiler().hash() == "raw" and Plain().hash() == "plain-backend-manifests-d"
+
+
 def test_a_hook_call_in_a_comment_or_string_does_not_skip_the_salting(tmp_path: Path) -> None:
     """Only a call of the hook in code is one ``compile()`` makes: mentioned in a comment (a
     fork's note, a 3.6 compiler.py documenting 3.7), the ``hash()`` salting stays."""

@@ -214,11 +214,13 @@ def salt_compiler(cls: type, digest: str, missing: Callable[[], list[str]] | Non
     # a base salted first: wrap its original, or a subclass's key would hold the digest twice
     # (and the key would depend on the order of Triton's backend table)
     raw = getattr(raw, _RAW_ATTR, raw)
+    salted = _salted(raw, Salt(digest, missing))
     try:
-        setattr(cls, "hash", _salted(raw, Salt(digest, missing)))  # noqa: B010 (a wrap, not a typo)
+        setattr(cls, "hash", salted)  # noqa: B010 (a wrap, not a typo)
     except (AttributeError, TypeError):  # a class that is immutable (a C type, a frozen metaclass)
         return False
-    return True
+    # a metaclass's __setattr__ may drop or alter it without raising: what Triton calls counts
+    return getattr(cls, "hash", None) is salted
 
 
 def salt_backends(table: dict[str, Any], digest: str, missing: Callable[[], list[str]] | None = None) -> list[str]:
