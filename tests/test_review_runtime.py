@@ -106,11 +106,17 @@ def _plugin_in_a_namespace(site: Path, env: TrustEnv, elf_files: ElfFixtures) ->
     return dist
 
 
+@pytest.mark.parametrize("claimed", [False, True])
 def test_a_library_dropped_beside_a_plugin_in_a_namespace_is_caught(env: TrustEnv, site: Path,
-                                                                     elf_files: ElfFixtures) -> None:
+                                                                     elf_files: ElfFixtures, claimed: bool) -> None:
     """The loader searches the plugin's own directory (``$ORIGIN``) first: an unlisted library
-    there is code the loader could run, in a namespace as in a package of its own."""
+    there is code the loader could run, in a namespace as in a package of its own. ``claimed``:
+    a hostile wheel installed an ``__init__.py`` over the namespace, its RECORD claiming it
+    (what pip writes): the package is then another's, and the walk stays on the plugin's files."""
     dist = _plugin_in_a_namespace(site, env, elf_files)
+    if claimed:
+        (site / "vendorns" / "__init__.py").write_text("import os\n")
+        _hostile_claim(site, "vendorns/__init__.py")
     reg = env.registry(site, policy="strict")
     assert reg.verdicts[str(dist.dist_info)].status == "verified"
     dropped = site / "vendorns" / "lib" / "libcudart.so.12"
@@ -313,3 +319,22 @@ def test_record_helper_matches_what_an_installer_writes(site: Path) -> None:
     info = _hostile_claim(site, "x/__init__.py")
     row = (info / "RECORD").read_text().splitlines()[0]
     assert row in (dist.dist_info / "RECORD").read_text().splitlines()
+
+
+# -- 4. files of /proc and /dev where small files belong ---------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/proc/self/mem", "/proc/kmsg", "/proc/self/pagemap", "/dev/zero", "/proc/self"])
+def test_a_trust_file_linked_to_proc_or_dev_is_a_reason_not_a_hang(env: TrustEnv, site: Path, target: str) -> None:
+    """Opened without blocking (``/proc/kmsg`` waits for kernel messages), read within the
+    bound (``/proc/self/pagemap`` is a "regular" file of size 0 with gigabytes in it): the
+    trust file is one problem with a code, the trusted key beside it still verifies."""
+    if not os.path.exists(target):
+        pytest.skip(f"{target} is not on this machine")
+    write_dist(site).sign(env.key)
+    (env.trust / "linked.pub").symlink_to(target)
+    reg = env.registry(site, policy="warn")
+    demo = entry(reg, "demo")
+    expected = "trust.key-format" if target == "/proc/self/pagemap" else "trust.read"  # read, bounded: not a key
+    assert [(p.code, p.path.split(".pub")[0]) for p in reg.problems] == [(expected, str(env.trust / "linked"))]
+    assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
