@@ -351,8 +351,9 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         tops |= {os.path.dirname(p) for p in listed if os.path.dirname(p) != dist.root}
         def is_extra(directory: str, name: str) -> bool:  # noqa: E306 - schema 1.0: libraries only
             return is_shared_library(name)
-    tops = _confined(tops, manifest, dist, listed, verdict)
-    _check_strays(_strays(listed, tops, dist, is_extra), manifest, dist, listed, is_extra, verdict)
+    claims = _Claims(dist, verdict)  # the other distributions' RECORDs, read once if at all
+    tops = _confined(tops, manifest, dist, listed, claims)
+    _check_strays(_strays(listed, tops, dist, is_extra), manifest, listed, is_extra, claims)
     budget = [MAX_WALK_ENTRIES]
     unlisted: list[str] = []
     for top in sorted(tops):
@@ -366,7 +367,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
 
 
 def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: set[str],
-              verdict: Verdict) -> set[str]:
+              claims: _Claims) -> set[str]:
     """The directories walked for unlisted code: the distribution's own. A top-level package
     is its own unless another distribution owns it (a fork's or plugin's backend installed
     inside Triton's ``triton/``: Triton's files are not this distribution's to list) or it is
@@ -382,7 +383,7 @@ def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: 
     for directory in tops:
         top = os.path.join(dist.root, os.path.relpath(directory, dist.root).split(os.sep)[0])
         if top not in shared:
-            shared[top] = _package_owner(top, dist, listed, verdict) != "own"
+            shared[top] = _package_owner(top, listed, claims) != "own"
         if not shared[top]:
             whole.add(directory)
             continue
@@ -394,7 +395,7 @@ def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: 
     inside = {d for d in inside if not any(d.startswith(o + os.sep) for o in inside)}
     if manifest.coverage == m.COVERAGE_ALL:  # a 1.0 manifest lists no Python: libraries only
         for directory in sorted(inside):
-            _check_parents(directory, dist, listed, verdict)
+            _check_parents(directory, listed, claims)
     out = whole | inside
     return {d for d in out if not any(d.startswith(o + os.sep) for o in out)}
 
@@ -410,14 +411,14 @@ def _strays(listed: set[str], walked: set[str], dist: Distribution, is_extra: Ca
     }
 
 
-def _check_strays(strays: set[str], manifest: m.Manifest, dist: Distribution, listed: set[str],
-                  is_extra: Callable[[str, str], bool], verdict: Verdict) -> None:
+def _check_strays(strays: set[str], manifest: m.Manifest, listed: set[str],
+                  is_extra: Callable[[str, str], bool], claims: _Claims) -> None:
     """In a shared directory the loader searches a listed library's directory (``$ORIGIN``)
     and the path finder prefers ``X/__init__.py`` and then ``X<extension suffix>`` to a listed
     ``X.py``: unlisted code there, or in ``X/``, runs in the verified file's place unless
     another distribution's RECORD describes it (PEP 376). The packages above a listed module
     run before it, as for an owned directory. Each directory looked at joins the verdict's files."""
-    claims = _Claims(dist, verdict)
+    verdict = claims.verdict
     unlisted: list[str] = []
     for directory in sorted({os.path.dirname(p) for p in strays}):
         here = sorted(p for p in strays if os.path.dirname(p) == directory)
@@ -425,7 +426,7 @@ def _check_strays(strays: set[str], manifest: m.Manifest, dist: Distribution, li
         found = _shadowing(directory, here, is_extra, verdict)
         unlisted += [p for p in found if p not in listed and not claims.owned(p)]
         if manifest.coverage == m.COVERAGE_ALL and not all(is_shared_library(os.path.basename(p)) for p in here):
-            _check_parents(os.path.join(directory, "-"), dist, listed, verdict)  # from directory's own up
+            _check_parents(os.path.join(directory, "-"), listed, claims)  # from directory's own up
     if unlisted:
         raise VerifyError("unlisted", sorted(unlisted)[0], "code the signed manifest does not list, in a "
                           "directory it shares with others (it runs in place of the verified file)")
@@ -462,7 +463,7 @@ class _Claims:
     """The other distributions' RECORDs in ``dist``'s ``sys.path`` entry, read once, when first
     asked (only a distribution with files in a shared directory asks)."""
 
-    #: Above this size a RECORD row's size alone describes the file: hashing another
+    #: Above this size a RECORD row's size alone describes a shared library: hashing another
     #: vendor's half-gigabyte library on every verification is not this check's to do.
     HASH_LIMIT = 16 << 20
 
@@ -471,7 +472,15 @@ class _Claims:
         self.records: list[tuple[str, str]] | None = None
 
     def owned(self, path: str) -> bool:
-        """Whether another distribution's RECORD lists ``path`` as it is on disk."""
+        """Whether another distribution's RECORD lists ``path`` as it is on disk; the file and
+        that RECORD then join the verdict's files (an edit to either: verified again)."""
+        record = self.owner(path)
+        if record is not None:
+            self.verdict.files += [path, record]
+        return record is not None
+
+    def owner(self, path: str) -> str | None:
+        """The RECORD of another distribution that lists ``path`` as it is on disk (PEP 376)."""
         from .discovery import read_small_text, record_row, record_row_matches
 
         if self.records is None:
@@ -483,12 +492,13 @@ class _Claims:
         for record, text in self.records:
             row = record_row(text, wheel_path) if text else None
             if row is not None and (record_row_matches(row, path, self.HASH_LIMIT) or _large_and_sized(row, path)):
-                self.verdict.files += [path, record]  # an edit to either: verified again
-                return True
-        return False
+                return record
+        return None
 
 
 def _large_and_sized(row: str, path: str) -> bool:
+    if not is_shared_library(os.path.basename(path)):
+        return False
     size = row.rsplit(",", 1)[-1]
     try:
         return size.isascii() and size.isdigit() and len(size) < 16 and os.stat(path).st_size == int(size) > (
@@ -506,7 +516,7 @@ def _other_infos(dist: Distribution) -> list[str]:
     return [n for n in infos if os.path.join(dist.root, n) != dist.dist_info]
 
 
-def _package_owner(directory: str, dist: Distribution, listed: set[str], verdict: Verdict) -> str:
+def _package_owner(directory: str, listed: set[str], claims: _Claims) -> str:
     """Whose package ``directory`` is: ``"own"`` (its manifest lists the ``__init__.py``, or
     nobody else claims one that is there: then it is unlisted code of this distribution),
     ``"other"`` (another installed distribution's RECORD lists it, as the file on disk is) or
@@ -515,41 +525,26 @@ def _package_owner(directory: str, dist: Distribution, listed: set[str], verdict
     if init in listed or not os.path.isdir(directory):
         return "own"
     if not os.path.lexists(init):
-        verdict.files.append(directory)  # an __init__.py added later makes it a package: again
+        claims.verdict.files.append(directory)  # an __init__.py added later makes it a package: again
         return "namespace"
-    wheel_path = os.path.relpath(init, dist.root).replace(os.sep, "/")
-    owner = _other_owner(dist, wheel_path, init)
-    if owner is None:
+    if not claims.owned(init):
         return "own"
-    verdict.files += [directory, init, owner]
+    claims.verdict.files.append(directory)
     return "other"
 
 
-def _check_parents(directory: str, dist: Distribution, listed: set[str], verdict: Verdict) -> None:
+def _check_parents(directory: str, listed: set[str], claims: _Claims) -> None:
     """The packages above an owned directory run first when it is imported: an ``__init__.py``
     there that this manifest does not list and no other distribution owns is unlisted code
     (dropped into a namespace, it turns it into a package that runs on import)."""
+    root = claims.dist.root
     parent = os.path.dirname(directory)
-    while parent != dist.root and parent.startswith(dist.root + os.sep):
+    while parent != root and parent.startswith(root + os.sep):
         init = os.path.join(parent, "__init__.py")
-        if _package_owner(parent, dist, listed, verdict) == "own" and init not in listed:
+        if _package_owner(parent, listed, claims) == "own" and init not in listed:
             raise VerifyError("unlisted", init, "code the signed manifest does not list (it runs before "
-                              f"{os.path.relpath(directory, dist.root)} is imported)")
+                              f"{os.path.relpath(directory, root)} is imported)")
         parent = os.path.dirname(parent)
-
-
-def _other_owner(dist: Distribution, wheel_path: str, installed: str) -> str | None:
-    """The RECORD of another distribution in ``dist``'s ``sys.path`` entry that lists
-    ``wheel_path`` with the sha256 and size of the file installed there (PEP 376)."""
-    from .discovery import read_small_text, record_row, record_row_matches
-
-    for info in _other_infos(dist):
-        record = os.path.join(dist.root, info, "RECORD")
-        text = read_small_text(record)
-        row = record_row(text, wheel_path) if text else None
-        if row is not None and record_row_matches(row, installed):
-            return record
-    return None
 
 
 def _owned_below(top: str, manifest: m.Manifest, dist: Distribution, listed: set[str]) -> set[str]:
