@@ -58,6 +58,10 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
         stream.write(data)
 
 
+#: Linux's PID_MAX_LIMIT (2**22, include/linux/threads.h): no process id reaches it.
+PID_LIMIT = 1 << 22
+
+
 def remove_orphan_dirs(root: Path, prefix: str, suffix: str = "") -> None:
     """Scratch directories ``PREFIX<pid>-...SUFFIX`` in ``root`` that a killed run of ours
     left: removed only when ours (a real directory, our uid) and the pid is no running process."""
@@ -71,5 +75,13 @@ def remove_orphan_dirs(root: Path, prefix: str, suffix: str = "") -> None:
             ours = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
         except OSError:
             continue
-        if ours and pid.isascii() and pid.isdigit() and not atomicfile.process_alive(int(pid)):
+        if ours and _dead(pid):
             shutil.rmtree(entry.path, ignore_errors=True)  # never follows a symlink inside
+
+
+def _dead(pid: str) -> bool:
+    """Whether ``pid`` names a process id no process has: a number beyond every pid
+    (kill(2) cannot even be asked about it) is no pid of ours, and its directory stays."""
+    if not (pid.isascii() and pid.isdigit() and 0 < int(pid) < PID_LIMIT):
+        return False
+    return not atomicfile.process_alive(int(pid))
