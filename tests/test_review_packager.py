@@ -326,3 +326,40 @@ def test_adopt_with_a_fifo_for_site_packages_is_one_line(tmp_path: Path, elf_fil
     proc = run_cli("adopt", "triton", "--site-packages", str(fifo), "--key", str(tmp_path / "nokey.pem"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "input." in proc.stderr
+
+
+# -- 3. adopt: plugins called from the installed files, held to the file as hashed -------------
+
+
+def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files: ElfFixtures, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another file renamed over the plugin's path while the child asks it (a new inode
+    there): the child called the descriptor held on the file as hashed, and the swap is
+    still seen after the call: nothing is signed."""
+    from helpers.disttree import TrustEnv
+    from test_adopt import key_file, plugpack
+    from triton_backend_runtime.layout import MANIFEST_FILENAME
+
+    from backend_packager import adopt as adopt_module
+    from backend_packager import plugininfo, signing
+
+    trust = TrustEnv.make(tmp_path / "trust-env", monkeypatch)
+    _, site = plugpack(elf_files, tmp_path)
+    plugin = site / "plugpack" / "libshared.so"
+    hashed = expected(plugin)
+    real = plugininfo._call
+
+    def swap_first(*args: Any, **kwargs: Any) -> Any:
+        if args[0].name == plugin.name:
+            other = plugin.with_name("swap.tmp")
+            shutil.copyfile(elf_files.exports, other)  # a library that is no plugin at all
+            os.replace(other, plugin)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plugininfo, "_call", swap_first)
+    outcome = adopt_module.adopt(site, "plugpack", signing.load(key_file(trust)))
+    # The held inode lost its name (its link count, so its ctime, changed): refused, unsigned.
+    assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
+    assert "while its plugin was being asked" in outcome.error.detail
+    assert not (site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).exists()
+    assert expected(plugin) != hashed
