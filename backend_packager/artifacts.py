@@ -289,7 +289,8 @@ class _Hasher:
 
     def _run(self) -> None:
         """Exactly the size seen at the start, never more: a file that keeps growing ends."""
-        buffer = bytearray(HASH_CHUNK)  # one buffer, filled again and again: no page faults per read
+        # One buffer, filled again and again: no page faults per read; no bigger than the file.
+        buffer = bytearray(min(HASH_CHUNK, self._size))
         view = memoryview(buffer)
         try:
             while not self._stop and (left := self._size - self._read) > 0:
