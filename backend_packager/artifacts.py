@@ -213,7 +213,7 @@ def artifact_from_bytes(path: str, data: bytes) -> Artifact:
 
 
 def artifact_from_file(file: Path, path: str, *, require_elf: bool = False) -> Artifact:
-    """Record for a file on disk: scanned in place (no spool) while a thread hashes it.
+    """Record for a file on disk: scanned in place (no spool) while a child or a thread hashes it.
 
     Both read the one open file (the hash by ``pread``), so they see the same file; it must
     be a regular file (a FIFO would block the open, a device never end the hash), and be
