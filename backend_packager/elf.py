@@ -181,7 +181,13 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
         raise ElfError("truncated", path, f"truncated ELF file ({len(head)} bytes)")
     sections, names_index = _section_table(stream, head, path, size, available)
     plan = _plan(sections, names_index, path, size)
-    plan.program_headers, plan.interp = _program_headers(stream, head, path, size, available)
+    plan.program_headers, plan.interp, dynamic = _program_headers(stream, head, path, size, available)
+    if dynamic and plan.sections["dynamic"] is None:
+        # The loader reads PT_DYNAMIC, never the sections: a library whose section headers
+        # were stripped (sstrip) or lie still loads, with DT_NEEDED and symbols the scan
+        # would record as none ("needs nothing, exports nothing, complete").
+        raise ElfError("corrupt", path, "corrupt ELF: a dynamic segment (PT_DYNAMIC) but no .dynamic section "
+                       "(section headers stripped or false): what it needs and exports cannot be read: not scanned")
     read = _Reader(stream, available)
     # In a sparse capture the section names are usually absent, and .comment is a guess
     # (see _comment_section): a guess that fails its checks asks the second pass, which
@@ -277,20 +283,23 @@ def _read_exact(stream: BinaryIO, path: str, size: int, available: list[Range] |
 
 
 def _program_headers(stream: BinaryIO, head: bytes, path: str, size: int,
-                   available: list[Range] | None) -> tuple[Range | None, Range | None]:
-    """The program header table, and where the first PT_INTERP's path lies (the gABI allows
-    one), checked as Linux's ``binfmt_elf`` checks it: 2 to INTERP_LIMIT bytes, within the file."""
+                     available: list[Range] | None) -> tuple[Range | None, Range | None, bool]:
+    """The program header table, where the first PT_INTERP's path lies (the gABI allows
+    one), checked as Linux's ``binfmt_elf`` checks it: 2 to INTERP_LIMIT bytes, within the
+    file; and whether there is a PT_DYNAMIC segment."""
     fields = _EHDR.unpack(head)
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
     if phoff == 0 or phnum == 0:
-        return None, None
+        return None, None, False
     if phentsize != _PHDR.size:
         raise ElfError("corrupt", path, f"corrupt ELF: program header size {phentsize}, expected {_PHDR.size}")
     extent = (phoff, phoff + phnum * _PHDR.size)
     table = _read_exact(stream, path, size, available, phoff, phnum * _PHDR.size, "program headers")
-    interp = next((row for row in _PHDR.iter_unpack(table) if row[0] == PT_INTERP), None)
+    rows = list(_PHDR.iter_unpack(table))
+    dynamic = any(row[0] == PT_DYNAMIC for row in rows)
+    interp = next((row for row in rows if row[0] == PT_INTERP), None)
     if interp is None:
-        return extent, None
+        return extent, None, dynamic
     offset, length = interp[2], interp[5]
     if length > INTERP_LIMIT:
         raise limit(path, "INTERP_LIMIT", INTERP_LIMIT, f"the PT_INTERP path's {length:,} bytes")
@@ -299,7 +308,7 @@ def _program_headers(stream: BinaryIO, head: bytes, path: str, size: int,
     if offset + length > size:
         raise ElfError("truncated", path, f"truncated ELF: the PT_INTERP path ends at byte {offset + length}, "
                        f"the file has {size}")
-    return extent, (offset, offset + length)
+    return extent, (offset, offset + length), dynamic
 
 
 def _plan(sections: list[_Section], names_index: int, path: str, size: int) -> _Plan:

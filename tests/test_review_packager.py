@@ -267,14 +267,32 @@ def test_offset_and_size_overflowing_64_bits(tmp_path: Path) -> None:
 
 
 def test_an_interpreter_without_section_headers(tmp_path: Path) -> None:
-    """No section headers (e_shoff, e_shnum, e_shstrndx zero): one outcome both ways, no crash."""
+    """No section headers (e_shoff, e_shnum, e_shstrndx zero) and no dynamic segment: the
+    interpreter still read, the same both ways (with PT_DYNAMIC it is refused: below)."""
     data = bytearray(crafted(b"/opt/ld.so"))
     data[40:48] = bytes(8)  # e_shoff
     data[60:64] = bytes(4)  # e_shnum, e_shstrndx
-    outcome = both_ways(bytes(data), tmp_path)
-    assert isinstance(outcome, str | m.ElfInfo)
-    if isinstance(outcome, m.ElfInfo):
-        assert outcome.interpreter == "/opt/ld.so"
+    info = both_ways(bytes(data), tmp_path)
+    assert isinstance(info, m.ElfInfo) and info.interpreter == "/opt/ld.so"
+
+
+def test_a_library_without_section_headers_is_refused(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    """sstrip-style: the section headers gone, the library still loads (dlopen reads only
+    PT_DYNAMIC), needing libm and exporting symbols. Recorded it would say "needs nothing,
+    exports nothing, complete"; it is refused, both ways, and by the CLI."""
+    import ctypes
+
+    data = bytearray(elf_files.exports.read_bytes())
+    data[40:48] = bytes(8)  # e_shoff
+    data[60:64] = bytes(4)  # e_shnum, e_shstrndx
+    path = tmp_path / "libnosections.so"
+    path.write_bytes(data)
+    ctypes.CDLL(str(path))  # the loader takes it
+    assert both_ways(bytes(data), tmp_path) == "elf.corrupt"
+    proc = run_cli("scan", "--json", str(path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert [e["code"] for e in errors] == ["elf.corrupt"] and "PT_DYNAMIC" in errors[0]["message"]
 
 
 # -- 3. the scratch-directory sweep -------------------------------------------------------------
