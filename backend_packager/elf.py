@@ -182,12 +182,14 @@ def scan_elf(stream: BinaryIO, path: str, size: int | None = None, available: li
     sections, names_index = _section_table(stream, head, path, size, available)
     plan = _plan(sections, names_index, path, size)
     plan.program_headers, plan.interp, dynamic = _program_headers(stream, head, path, size, available)
-    if dynamic and plan.sections["dynamic"] is None:
+    section = plan.sections["dynamic"]
+    if dynamic is not None and (section is None or section.offset != dynamic):
         # The loader reads PT_DYNAMIC, never the sections: a library whose section headers
-        # were stripped (sstrip) or lie still loads, with DT_NEEDED and symbols the scan
-        # would record as none ("needs nothing, exports nothing, complete").
-        raise ElfError("corrupt", path, "corrupt ELF: a dynamic segment (PT_DYNAMIC) but no .dynamic section "
-                       "(section headers stripped or false): what it needs and exports cannot be read: not scanned")
+        # were stripped (sstrip) or point elsewhere still loads, with DT_NEEDED and symbols
+        # the scan would record as none, or as another table's ("needs nothing, complete").
+        raise ElfError("corrupt", path, "corrupt ELF: the dynamic segment (PT_DYNAMIC) is not the .dynamic "
+                       "section (section headers stripped or false): what it needs and exports cannot be read "
+                       "as the loader reads it: not scanned")
     read = _Reader(stream, available)
     # In a sparse capture the section names are usually absent, and .comment is a guess
     # (see _comment_section): a guess that fails its checks asks the second pass, which
@@ -283,20 +285,20 @@ def _read_exact(stream: BinaryIO, path: str, size: int, available: list[Range] |
 
 
 def _program_headers(stream: BinaryIO, head: bytes, path: str, size: int,
-                     available: list[Range] | None) -> tuple[Range | None, Range | None, bool]:
+                     available: list[Range] | None) -> tuple[Range | None, Range | None, int | None]:
     """The program header table, where the first PT_INTERP's path lies (the gABI allows
     one), checked as Linux's ``binfmt_elf`` checks it: 2 to INTERP_LIMIT bytes, within the
-    file; and whether there is a PT_DYNAMIC segment."""
+    file; and the first PT_DYNAMIC segment's file offset, if any."""
     fields = _EHDR.unpack(head)
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
     if phoff == 0 or phnum == 0:
-        return None, None, False
+        return None, None, None
     if phentsize != _PHDR.size:
         raise ElfError("corrupt", path, f"corrupt ELF: program header size {phentsize}, expected {_PHDR.size}")
     extent = (phoff, phoff + phnum * _PHDR.size)
     table = _read_exact(stream, path, size, available, phoff, phnum * _PHDR.size, "program headers")
     rows = list(_PHDR.iter_unpack(table))
-    dynamic = any(row[0] == PT_DYNAMIC for row in rows)
+    dynamic = next((row[2] for row in rows if row[0] == PT_DYNAMIC), None)
     interp = next((row for row in rows if row[0] == PT_INTERP), None)
     if interp is None:
         return extent, None, dynamic

@@ -295,6 +295,25 @@ def test_a_library_without_section_headers_is_refused(elf_files: ElfFixtures, tm
     assert [e["code"] for e in errors] == ["elf.corrupt"] and "PT_DYNAMIC" in errors[0]["message"]
 
 
+def test_a_dynamic_section_elsewhere_than_the_segment_is_refused(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    """Section headers that lie: .dynamic moved 16 bytes on (its DT_NEEDED then not the
+    loader's). Refused, both ways."""
+    import struct
+
+    data = bytearray(elf_files.exports.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shnum, = struct.unpack_from("<H", data, 60)
+    for i in range(shnum):
+        at = shoff + 64 * i
+        if struct.unpack_from("<I", data, at + 4)[0] == 6:  # SHT_DYNAMIC
+            offset, = struct.unpack_from("<Q", data, at + 24)
+            struct.pack_into("<Q", data, at + 24, offset + 16)
+            break
+    else:
+        raise AssertionError("no .dynamic section")
+    assert both_ways(bytes(data), tmp_path) == "elf.corrupt"
+
+
 # -- 3. the scratch-directory sweep -------------------------------------------------------------
 
 PREFIX = "backend-packager-review-"
