@@ -146,6 +146,7 @@ def test_a_failed_scan_kills_the_child_at_once(elf_files: ElfFixtures, tmp_path:
     during_scan(monkeypatch, fails)
     with pytest.raises(InputError):
         artifact_from_file(path, "x")
+    path.unlink()
     assert len(forks) == 1  # and reaped: the fixture checks
 
 
@@ -209,6 +210,7 @@ def held_scan(elf_files: ElfFixtures, tmp_path: Path) -> Iterator[tuple[subproce
         os.close(pidfd)
         proc.kill()
         proc.communicate()
+        path.unlink()  # a terabyte, if only in name: not left for pytest's kept temporary dirs
 
 
 def test_kill_9_of_the_parent_ends_the_hash_child(held_scan: tuple[subprocess.Popen[str], int, int]) -> None:
