@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -110,6 +111,36 @@ def site(tmp_path: Path) -> Path:
     path = tmp_path / "site"
     path.mkdir()
     return path
+
+
+@pytest.fixture()
+def big_elf(elf_files: ElfFixtures, tmp_path: Path) -> Path:
+    """A real library with HASH_IN_CHILD bytes of trailing data (what debug sections add): the
+    scan hashes it in a forked child."""
+    from backend_packager.artifacts import HASH_IN_CHILD
+
+    path = tmp_path / "libbig.so"
+    path.write_bytes(elf_files.exports.read_bytes() + os.urandom(1 << 16) * (HASH_IN_CHILD >> 16))
+    return path
+
+
+@pytest.fixture()
+def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The pids os.fork returned in the parent (the real fork, counted)."""
+    pids: list[int] = []
+    real = os.fork
+
+    def counted() -> int:
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", counted)
+    yield pids
+    for pid in pids:  # every child was reaped: waitpid on it again fails
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def patched_copy(src: Path, dst: Path, offset: int, value: bytes) -> Path:

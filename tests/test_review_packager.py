@@ -7,7 +7,6 @@ interrupted with SIGINT, synchronised by what they print and by pidfds, never by
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import select
@@ -23,11 +22,12 @@ from typing import Any
 import pytest
 from conftest import ElfFixtures
 from test_elf_pie import INTERP_PHDR, both_ways, crafted
+from test_scan_hash import expected
 from triton_backend_runtime import manifest as m
 from triton_venv import run_cli
 
 from backend_packager import artifacts, fsutil
-from backend_packager.artifacts import HASH_IN_CHILD, artifact_from_file
+from backend_packager.artifacts import artifact_from_file
 from backend_packager.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,37 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 HANG_GUARD_S = 120
 #: A sparse file no hash finishes while a test waits (about ten minutes of sha256).
 SPARSE_SIZE = 1 << 40
-
-
-def expected(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture()
-def big_elf(elf_files: ElfFixtures, tmp_path: Path) -> Path:
-    """A real library with trailing data: hashed in a forked child."""
-    path = tmp_path / "libbig.so"
-    path.write_bytes(elf_files.exports.read_bytes() + os.urandom(1 << 16) * (HASH_IN_CHILD >> 16))
-    return path
-
-
-@pytest.fixture()
-def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The pids the real os.fork returned in this process; each one reaped by the end."""
-    pids: list[int] = []
-    real = os.fork
-
-    def counted() -> int:
-        pid = real()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", counted)
-    yield pids
-    for pid in pids:
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
 
 
 @pytest.fixture()

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import sysconfig
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,25 +15,9 @@ from conftest import ElfFixtures
 from helpers.disttree import Dist, TrustEnv, write_dist, write_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_registry_gaps import _no_triton_imported, entry  # noqa: F401  (an autouse fixture shared with the registry gap tests)
 from triton_backend_runtime import compilekey
-from triton_backend_runtime.registry import Entry, Registry
-
-
-@pytest.fixture(autouse=True)
-def _no_triton_imported(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """These trees are found by the finders, not through a ``triton`` already imported."""
-    for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
-        monkeypatch.delitem(sys.modules, name)
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name == "triton" or name.startswith("triton."):
-            sys.modules.pop(name, None)
-
-
-def entry(reg: Registry, name: str) -> Entry:
-    (found,) = [e for e in reg.entries if e.name == name]
-    return found
+from triton_backend_runtime.registry import Registry
 
 
 def rejected_for(reg: Registry, dist: Dist, path: Path) -> None:

@@ -11,7 +11,6 @@ import hashlib
 import os
 import struct
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,33 +19,6 @@ from conftest import ElfFixtures
 from backend_packager import artifacts
 from backend_packager.artifacts import HASH_IN_CHILD, artifact_from_file
 from backend_packager.errors import ElfError
-
-
-@pytest.fixture()
-def big_elf(elf_files: ElfFixtures, tmp_path: Path) -> Path:
-    """A real library with HASH_IN_CHILD bytes of trailing data (what debug sections add)."""
-    path = tmp_path / "libbig.so"
-    path.write_bytes(elf_files.exports.read_bytes() + os.urandom(1 << 16) * (HASH_IN_CHILD >> 16))
-    return path
-
-
-@pytest.fixture()
-def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The pids os.fork returned in the parent (the real fork, counted)."""
-    pids: list[int] = []
-    real = os.fork
-
-    def counted() -> int:
-        pid = real()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", counted)
-    yield pids
-    for pid in pids:  # every child was reaped: waitpid on it again fails
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
 
 
 def expected(path: Path) -> str:
