@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,7 @@ from .errors import InputError, TrustError, WheelError, from_os_error
 from .records import Discrepancy
 from .rewrite import rewrite_wheel
 from .signing import SigningKey
-from .wheelfile import WheelContents
+from .wheelfile import WheelContents, open_wheel
 
 
 @dataclass
@@ -90,6 +91,9 @@ class Options:
 
     triton_package: str | None = None
     rewrite_record: bool = False
+    #: The input wheel's descriptor (:func:`migrate_wheel` sets it): every read of the input
+    #: is through it, never by its path again.
+    source_fd: int | None = None
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -120,14 +124,20 @@ def migrate_wheel(
     options: Options = Options(),
 ) -> Outcome:
     """Migrate one wheel; errors are caught into the outcome, never raised. Without a key,
-    a signed input is refused unless ``drop_signature``: its output would be hash-only."""
+    a signed input is refused unless ``drop_signature``: its output would be hash-only.
+    The input is opened once, as a regular file and not through a symlink
+    (:func:`~backend_packager.wheelfile.open_wheel`: a symlink is ``input.symlink``), or
+    taken from ``options.source_fd`` (duplicated; the caller keeps its own)."""
     outcome = Outcome(src)
     started = time.perf_counter()
+    fd = -1
     try:
         if out_dir.resolve() == src.parent.resolve():
             raise InputError("output", str(out_dir), "the output directory holds the input wheel; choose another")
+        fd = os.dup(options.source_fd) if options.source_fd is not None else open_wheel(src, str(src))
+        options = dataclasses.replace(options, source_fd=fd)
         if key is None and not drop_signature:
-            _refuse_signature_drop(src)
+            _refuse_signature_drop(src, fd)
         epoch = source_date_epoch()
 
         def plan(contents: WheelContents) -> Injection:
@@ -137,7 +147,8 @@ def migrate_wheel(
             if progress:
                 progress(src, member, nbytes)
 
-        outcome.output = rewrite_wheel(src, out_dir, plan, key, jobs=jobs, epoch=epoch, progress=member_progress)
+        outcome.output = rewrite_wheel(src, out_dir, plan, key, jobs=jobs, epoch=epoch, progress=member_progress,
+                                       fd=fd)
         outcome.signed_by = key.public.keyid if key else None
         if key is None and outcome.status == "re-signed":
             outcome.status = "re-hashed"  # its signature dropped on request: nobody re-signed it
@@ -149,6 +160,9 @@ def migrate_wheel(
     except OSError as exc:  # no space, read-only output...: this wheel's failure, said as one line
         outcome.error = from_os_error(exc)
         outcome.status = "failed"
+    finally:
+        if fd >= 0:
+            os.close(fd)
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -177,7 +191,8 @@ def plan_migration(
         provenance, protocol = previous.provenance, previous.protocol_version
     injection = assemble.describe(
         contents, backends, found.entry_points,
-        requirements=requirements, provenance=_repaired(provenance, repairs, outcome.source), epoch=epoch,
+        requirements=requirements, provenance=_repaired(provenance, repairs, outcome.source, options.source_fd),
+        epoch=epoch,
         protocol_version=protocol, triton_package=package,
         plugins=plugininfo.migrated_plugins(contents.artifacts, previous.plugins if previous else [], wheel),
     )
@@ -210,16 +225,25 @@ def _repairs(contents: WheelContents, outcome: Outcome, allowed: bool) -> list[m
     return [m.Repair(d.code, d.path, d.detail) for d in found]
 
 
-def _repaired(provenance: m.Provenance, repairs: list[m.Repair], source: Path) -> m.Provenance:
+def _repaired(provenance: m.Provenance, repairs: list[m.Repair], source: Path,
+              fd: int | None = None) -> m.Provenance:
     """``provenance`` with this migration's repairs and the repaired input's own sha256 (its
-    RECORD cannot say what it was); without any, a re-signed wheel keeps the repairs its
-    provenance already records, as it keeps the source they were made from."""
+    RECORD cannot say what it was), read through ``fd`` when the input is open; without
+    any, a re-signed wheel keeps the repairs its provenance already records, as it keeps the
+    source they were made from."""
     if not repairs:
         return provenance
     digest = hashlib.sha256()
-    with source.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
+    own = fd is None
+    fd = open_wheel(source, str(source)) if fd is None else fd
+    try:
+        offset = 0
+        while chunk := os.pread(fd, 1 << 20, offset):
             digest.update(chunk)
+            offset += len(chunk)
+    finally:
+        if own:
+            os.close(fd)
     return dataclasses.replace(provenance, repairs=repairs, source_sha256=digest.hexdigest())
 
 
@@ -270,12 +294,12 @@ def _previous_manifest(contents: WheelContents, outcome: Outcome) -> m.Manifest 
     return previous
 
 
-def _refuse_signature_drop(src: Path) -> None:
+def _refuse_signature_drop(src: Path, fd: int | None = None) -> None:
     """Read only the central directory and the manifest: a signed input needs a key."""
     from .wheelfile import WheelArchive, manifest_member
 
     # The name is checked by the rewrite, where --rewrite-record may accept other tags.
-    with WheelArchive(src, check_name=False) as archive:
+    with WheelArchive(src, check_name=False, fd=fd) as archive:
         member = manifest_member(archive.dist_info)
         data = archive.read(member)
     if data is None:

@@ -1,28 +1,31 @@
 """``backend-packager mirror``: a signed wheel mirror that pip installs from (PEP 503/691).
 
-One run, under an exclusive lock on ``OUTDIR/.mirror.lock``:
+One run, under an exclusive ``flock`` on the output directory's own descriptor (no lock
+file that a cleanup could delete):
 
 1. find the input wheels: every ``*.whl`` of a directory, or every wheel a PEP 503 simple
-   index on disk links to (hrefs confined to the source tree, a ``#sha256=`` checked);
+   index on disk links to (hrefs resolved as URLs, confined to the source tree, a
+   ``#sha256=`` checked). Each input is opened once, inside its source tree, not through a
+   symlink, and checked by ``fstat`` to be a regular file; every read is of that
+   descriptor. A symlink (``input.symlink``), a non-file, or a link that cannot be used
+   (a NUL byte, bad percent-encoding, an overlong or escaping href) is that input's
+   failure, never served, with ``pass_through`` too;
 2. for each, decide from the state file (``OUTDIR/.mirror-state.json``) whether its last
-   result still holds: same file (device, inode, size, mtime and ctime; else same sha256),
-   same signing key for a migrated wheel, same packager version, output file as written.
-   Only the others are worked on: migrated by :func:`backend_packager.migrate.migrate_wheel`
-   into a staging directory, then renamed into ``OUTDIR``; a wheel without a Triton backend
-   or plugin is copied through byte for byte; a wheel that fails is left out of the index,
-   or served unchanged with ``pass_through``;
-3. write the index (:mod:`backend_packager.simpleindex`) after every wheel it names is in
-   place, project pages before the root page, each page atomically and only when its bytes
-   change; remove outputs whose inputs are gone; write the state last. An output that
-   replaces a file the index already names (same file name, new bytes: a changed input, a
-   new key) waits in staging until an index without that file is written, then is renamed
-   into place, then the index names it with its new sha256.
+   result still holds: same input (device, inode, size, mtime and ctime; else same sha256),
+   same signing key for a migrated wheel, same packager version, and the output still the
+   file written (device, inode, size, mtime and ctime: a wheel rewritten in place with its
+   mtime set back is redone). Only the others are worked on: migrated by
+   :func:`backend_packager.migrate.migrate_wheel` into a staging directory; a wheel without
+   a Triton backend or plugin is copied through byte for byte; a wheel that fails is left
+   out of the index, or served unchanged with ``pass_through``;
+3. serve the new index (:mod:`backend_packager.mirrorindex`): a complete tree of pages and
+   hard links of every wheel they name, swapped in by one rename; then rename the staged
+   outputs into ``OUTDIR``, remove outputs whose inputs are gone, write the state last.
 
-Killed at any point, every file the index names is complete and has the sha256 the index
-gives (wheels are renamed into place before a page names them), and the next run redoes
-whatever the state does not record.
-The state file is input like any other: read bounded, every field checked, and a bad one
-ignored with a warning (everything is then redone).
+Killed at any point, ``OUTDIR/simple`` is the previous index or the new one, complete:
+every file it names is there with the sha256 it gives. The next run redoes whatever the
+state does not record. The state file is input like any other: read bounded, every field
+checked, and a bad one ignored with a warning (everything is then redone).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import posixpath
 import shutil
 import stat
 import threading
@@ -46,7 +50,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from . import __version__, simpleindex
+from . import __version__, mirrorindex, simpleindex
 from .errors import InputError, TrustError
 from .fsutil import atomic_output, atomic_write
 
@@ -58,7 +62,8 @@ STATE_FILE = ".mirror-state.json"
 LOCK_FILE = ".mirror.lock"
 STAGING_DIR = ".mirror-staging"
 INDEX_DIR = "simple"
-STATE_FORMAT = 1
+#: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
+STATE_FORMAT = 2
 #: Bounds on what is read back: the state (~1 kB a wheel) and a source index page.
 MAX_STATE_BYTES = 64 << 20
 MAX_PAGE_BYTES = 16 << 20
@@ -76,12 +81,14 @@ class MirrorError(TrustError):
 
 @dataclass(frozen=True)
 class Source:
-    """One input wheel: where it is, its file name, its project, the sha256 its index gave."""
+    """One input wheel: where it is (a path inside ``root``, as its URL names it), its file
+    name, its project, the sha256 its index gave, and the source tree it must stay in."""
 
     path: Path
     filename: str
     project: str
     expected_sha256: str | None = None
+    root: Path | None = None  # resolved; None: the path's own directory
 
 
 @dataclass
@@ -96,7 +103,7 @@ class Entry:
     kind: str  # migrated | copied | failed
     served: bool  # OUTDIR holds OUTDIR/<filename> and the index names it
     output_sha256: str | None
-    output_stat: list[int]  # size, mtime_ns of the output; [] when not served
+    output_stat: list[int]  # device, inode, size, mtime_ns, ctime_ns of the output; [] when not served
     keyid: str | None
     backends: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
@@ -171,14 +178,22 @@ class Hooks:
     start: Callable[[list[Path]], None] | None = None
     progress: ByteProgress | None = None
     done: Callable[[Path, Result], None] | None = None
+    #: Each stage of the run as it completes: "worked" (every output staged), "generation"
+    #: (the new index tree written, not yet served), "swapped" (it is served), "placed" (the
+    #: outputs renamed into OUTDIR), "state" (the state written).
+    step: Callable[[str], None] | None = None
 
 
 # --- sources ---------------------------------------------------------------------------
 
+#: A link longer than this is no link to a wheel of the tree (PATH_MAX is 4096).
+MAX_HREF = 4096
+
 
 def discover(roots: list[Path], outdir: Path) -> tuple[list[Source], list[Result], list[str]]:
-    """The input wheels of every root, the links that cannot be used (as failures), and
-    warnings. A root that is not a directory, or is ``outdir`` or inside it, is refused."""
+    """The input wheels of every root, the inputs and links that cannot be used (as
+    failures), and warnings. A root that is not a directory, or is ``outdir`` or inside it,
+    is refused."""
     sources: list[Source] = []
     failures: list[Result] = []
     warnings: list[str] = []
@@ -211,64 +226,165 @@ def _index_dir(root: Path) -> Path | None:
 
 
 def _wheel_dir(root: Path) -> tuple[list[Source], list[Result]]:
+    """Every ``*.whl`` entry of ``root``: a regular file is a source; a symlink (to a private
+    key, say) or anything else is that entry's failure, never followed, never served."""
     sources: list[Source] = []
     failures: list[Result] = []
-    for path in sorted(root.glob("*.whl")):
-        if path.is_file():
-            _add_source(path, path.name, None, sources, failures)
+    confine = root.resolve()
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.name.endswith(".whl"):
+            continue
+        path = root / entry.name
+        if entry.is_symlink():
+            failures.append(_failure(entry.name, str(path), _symlink_error(str(path))))
+        elif not entry.is_file(follow_symlinks=False):
+            failures.append(_failure(entry.name, str(path), InputError(
+                "not-a-file", str(path), "not a regular file (a directory, FIFO or device): not mirrored")))
+        else:
+            _add_source(path, entry.name, None, confine, sources, failures)
     return sources, failures
 
 
-def _add_source(path: Path, filename: str, sha256: str | None, sources: list[Source], failures: list[Result]) -> None:
-    """A wheel whose file name says its project (PEP 427); any other name is this file's failure."""
+def _symlink_error(where: str) -> InputError:
+    return InputError("symlink", where, "a symbolic link: only regular files of the source tree are mirrored, "
+                      "never what a link points to (with --pass-through-failures too)")
+
+
+def _add_source(path: Path, filename: str, sha256: str | None, root: Path, sources: list[Source],
+                failures: list[Result]) -> None:
+    """A wheel whose file name says its project (PEP 427), a plain name of a file in OUTDIR;
+    any other name is this file's failure."""
+    where = str(path)
+    if not _plain_wheel_name(filename):
+        failures.append(_failure(filename[:255], where, MirrorError("filename", where, "not a plain wheel file "
+                                                                    "name (a slash, a NUL, a leading dot)")))
+        return
     try:
         name = parse_wheel_filename(filename)[0]
     except InvalidWheelFilename as exc:
-        failures.append(_failure(filename, str(path), MirrorError("filename", str(path), str(exc))))
+        failures.append(_failure(filename, where, MirrorError("filename", where, str(exc))))
         return
-    sources.append(Source(path, filename, canonicalize_name(name), sha256))
+    sources.append(Source(path, filename, canonicalize_name(name), sha256, root))
 
 
 def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], int]:
-    """Every wheel the project pages under ``index`` link to; a link must be a relative URL
-    to a regular file inside ``root`` (an index is data: it names no path of its own)."""
+    """Every wheel the project pages under ``index`` link to. A link is resolved as a URL is
+    (relative to the page's own URL, ``..`` lexically), must stay inside ``root`` and name a
+    regular file there, reached without a symlink as its last part. Any link that cannot be
+    used (a remote URL, a NUL byte, bad percent-encoding, an overlong href, a symlink) is
+    that link's failure; the others are mirrored (an index is data: it names no path of its own)."""
     confine = root.resolve()
     sources: list[Source] = []
     failures: list[Result] = []
     skipped = 0
     for page in sorted(index.glob("*/index.html")):
         try:
-            found = simpleindex.links(_read_bounded(page, MAX_PAGE_BYTES).decode("utf-8", "replace"))
-        except MirrorError as exc:
-            failures.append(_failure(f"{page.parent.name}/{page.name}", str(page), exc))
+            found = simpleindex.links(_read_confined(page, confine, MAX_PAGE_BYTES).decode("utf-8", "replace"))
+        except (TrustError, simpleindex.PageError) as exc:
+            error = exc if isinstance(exc, TrustError) else MirrorError("page", str(page), str(exc))
+            failures.append(_failure(f"{page.parent.name}/{page.name}", str(page), error))
             continue
+        base = os.path.relpath(page.parent, root)
         for link in found:
-            name = unquote(urlsplit(link.href).path).rsplit("/", 1)[-1]
-            if not name.endswith(".whl"):
+            try:
+                name, path = _link_target(page, base, link.href, root)
+            except MirrorError as exc:
+                failures.append(_failure(_link_name(link.href), f"{page}: {link.href[:200]}", exc))
+                continue
+            if name is None:
                 skipped += 1
                 continue
-            try:
-                path = _confined(page.parent, link.href, confine)
-            except MirrorError as exc:
-                failures.append(_failure(name, f"{page}: {link.href}", exc))
-                continue
-            _add_source(path, name, link.sha256, sources, failures)
+            before = len(failures)
+            _add_source(path, name, link.sha256, confine, sources, failures)
+            if len(failures) == before:
+                try:
+                    os.close(_open_confined(path, confine)[0])
+                except TrustError as exc:
+                    sources.pop()
+                    failures.append(_failure(name, f"{page}: {link.href[:200]}", exc))
     return sources, failures, skipped
 
 
-def _confined(base: Path, href: str, root: Path) -> Path:
+def _link_name(href: str) -> str:
+    """The file name a link ends with, printable and bounded, for its failure's report."""
+    name = href.split("#", 1)[0].rsplit("/", 1)[-1]
+    return "".join(c if c.isprintable() else "?" for c in name)[:200] or "?"
+
+
+def _link_target(page: Path, base: str, href: str, root: Path) -> tuple[str | None, Path]:
+    """(file name, path inside ``root``) of a relative link; (None, ...) for a link to no wheel."""
+    where = f"{page}: {href[:200]}"
+    if len(href) > MAX_HREF:
+        raise MirrorError("source", where, f"a link of {len(href)} characters (more than {MAX_HREF})")
     parts = urlsplit(href)
-    where = f"{base / 'index.html'}: {href}"
     if parts.scheme or parts.netloc:
         raise MirrorError("source", where, "a remote URL: only files on disk are mirrored")
-    target = (base / unquote(parts.path)).resolve()
-    if root not in target.parents:
+    try:
+        rel = unquote(parts.path, errors="strict")
+    except UnicodeDecodeError:
+        raise MirrorError("source", where, "bad percent-encoding (not UTF-8)") from None
+    name = rel.rsplit("/", 1)[-1]
+    if not name.endswith(".whl"):
+        return None, root
+    if any(not c.isprintable() for c in rel) or "\\" in rel:
+        raise MirrorError("source", where, "a NUL, control character or backslash in the link")
+    joined = posixpath.normpath(posixpath.join(base, rel))
+    if rel.startswith("/") or joined == ".." or joined.startswith("../"):
         raise MirrorError("source", where, f"the link leaves the source tree {root}")
-    if target.name != unquote(parts.path).rsplit("/", 1)[-1]:
-        raise MirrorError("source", where, f"the link names a symlink to {target.name}: mirror files by their own name")
-    if not target.is_file():
-        raise MirrorError("source", where, "the link names no regular file")
-    return target
+    return name, root / joined
+
+
+def _open_confined(path: Path, root: Path) -> tuple[int, os.stat_result]:
+    """A descriptor on ``path``, a regular file whose directory is ``root`` or inside it (as
+    opened: the kernel's name for the open directory, not a check before it), its last part
+    opened without following a symlink and without blocking."""
+    where = str(path)
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise MirrorError("source", where, f"cannot open its directory: {exc.strerror}") from None
+    try:
+        if not _inside(_fd_path(parent, path.parent), root):
+            raise MirrorError("source", where, f"the file is outside the source tree {root}")
+        try:
+            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _symlink_error(where) from None
+            raise MirrorError("source", where, f"cannot open: {exc.strerror}") from None
+    finally:
+        os.close(parent)
+    info = os.fstat(fd)
+    if not _is_regular(info.st_mode):
+        os.close(fd)
+        raise InputError("not-a-file", where, "not a regular file (a directory, FIFO or device): not mirrored")
+    os.set_blocking(fd, True)
+    return fd, info
+
+
+def _fd_path(fd: int, fallback: Path) -> str:
+    """Where the open directory ``fd`` is (the kernel's ``/proc/self/fd`` link); without
+    /proc, the resolved ``fallback`` when it is that same directory."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = os.path.realpath(fallback)
+        if os.path.samestat(os.stat(real), os.fstat(fd)):
+            return real
+        raise MirrorError("source", str(fallback), "changed while it was opened") from None
+
+
+def _inside(path: str, root: Path) -> bool:
+    return path == str(root) or path.startswith(str(root).rstrip("/") + "/")
+
+
+def _read_confined(path: Path, root: Path, limit: int) -> bytes:
+    fd, _ = _open_confined(path, root)
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise MirrorError("read", str(path), f"larger than {limit} bytes")
+    return data
 
 
 def _read_bounded(path: Path, limit: int) -> bytes:
@@ -332,7 +448,7 @@ _ENTRY_TYPES: dict[str, Callable[[Any], bool]] = {
     "kind": lambda v: v in (MIGRATED, COPIED, FAILED),
     "served": lambda v: isinstance(v, bool),
     "output_sha256": lambda v: v is None or (isinstance(v, str) and len(v) == 64),
-    "output_stat": lambda v: v == [] or _ints(v, 2),
+    "output_stat": lambda v: v == [] or _ints(v, 5),
     "keyid": lambda v: _opt_str(v),
     "backends": lambda v: _strs(v),
     "plugins": lambda v: _strs(v),
@@ -382,23 +498,25 @@ def _encode_state(state: State) -> bytes:
 
 @contextlib.contextmanager
 def locked(outdir: Path, wait: bool, waiting: Callable[[Path], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``OUTDIR/.mirror.lock`` (released by the kernel when
-    the process dies, so a killed run never leaves the mirror locked)."""
-    path = outdir / LOCK_FILE
+    """Hold an exclusive ``flock`` on the output directory itself (its own descriptor):
+    no file a cleanup could delete (a lock file removed while held let a second run in),
+    and released by the kernel when the process dies, so a killed run never leaves the
+    mirror locked."""
+    where = str(outdir)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(outdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise MirrorError("lock", str(path), f"cannot open the lock file: {exc.strerror}") from None
+        raise MirrorError("lock", where, f"cannot open the output directory: {exc.strerror}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise MirrorError("lock", str(path), f"cannot lock: {exc.strerror}") from None
+                raise MirrorError("lock", where, f"cannot lock: {exc.strerror}") from None
             if not wait:
-                raise MirrorError("busy", str(path), "another mirror run holds this output directory") from None
+                raise MirrorError("busy", where, "another mirror run holds this output directory") from None
             if waiting:
-                waiting(path)
+                waiting(outdir)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
@@ -417,8 +535,9 @@ class _Context:
     pass_through: bool
     hooks: Hooks
     previous: State | None
-    #: Outputs that replace a file the current index names, moved only once it names them no more.
-    deferred: list[str] = field(default_factory=list)
+    #: Outputs written into staging by this run: linked into the new index from there, then
+    #: renamed into OUTDIR once that index is served.
+    staged: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -439,33 +558,44 @@ def mirror(
         sources, failures, warnings = discover(roots, outdir)
         previous, state_warnings = load_state(outdir)
         staging = _fresh_staging(outdir)
+        mirrorindex.prune(outdir)  # what a killed run left
         ctx = _Context(outdir, staging, key, __version__, pass_through, hooks, previous)
         sources, duplicates = _unique(sources)
         if hooks.start:
             hooks.start([s.path for s in sources])
         results = _work(sources, ctx, jobs) + duplicates + failures
         entries = {r.entry.filename: r.entry for r in results if r.entry is not None}
-        if ctx.deferred:
-            _publish(outdir, {name: e for name, e in entries.items() if name not in ctx.deferred})
-            for name in ctx.deferred:
-                os.replace(staging / name, outdir / name)
-        _publish(outdir, entries)
+        _step(hooks, "worked")
+        served = {name: (staging if name in ctx.staged else outdir) / name for name, e in entries.items() if e.served}
+        mirrorindex.publish(outdir, _index_files(entries), served, lambda: _step(hooks, "generation"))
+        _step(hooks, "swapped")
+        for name in ctx.staged:
+            os.replace(staging / name, outdir / name)
+        _step(hooks, "placed")
         _remove_orphans(outdir, previous, entries)
+        _record_outputs(outdir, entries, previous, ctx.staged)
         state = State(__version__, key.public.keyid, entries)
         _write_if_changed(outdir / STATE_FILE, _encode_state(state))
+        _step(hooks, "state")
+        mirrorindex.prune(outdir)
         shutil.rmtree(staging, ignore_errors=True)
     results.sort(key=lambda r: (r.filename, r.source))
     return Run(outdir, key.public.keyid, results, state_warnings + warnings)
 
 
+def _step(hooks: Hooks, name: str) -> None:
+    if hooks.step:
+        hooks.step(name)
+
+
 def _fresh_staging(outdir: Path) -> Path:
-    """An empty staging directory; what a killed run left there, or in the index, goes."""
+    """An empty staging directory; what a killed run left there, or beside the outputs, goes."""
     staging = outdir / STAGING_DIR
     if staging.is_symlink() or staging.is_file():
         staging.unlink()
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    for leftover in [*outdir.glob(".*.tmp"), *(outdir / INDEX_DIR).glob("**/.*.tmp")]:
+    for leftover in outdir.glob(".*.tmp"):
         with contextlib.suppress(OSError):
             leftover.unlink()
     return staging
@@ -473,14 +603,14 @@ def _fresh_staging(outdir: Path) -> Path:
 
 def _unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
     """One source per file name: the first file wins and another file of that name fails.
-    Links to one file are one source; the sha256 they name must agree, whatever their order."""
+    Links to one file (one inode) are one source; the sha256 they name must agree, whatever their order."""
     seen: dict[str, Source] = {}
     failures: dict[str, Result] = {}
     for source in sources:
         first = seen.setdefault(source.filename, source)
         if first is source:
             continue
-        if first.path.resolve() != source.path.resolve():
+        if not _same_file(first.path, source.path):
             error = MirrorError("duplicate", str(source.path), f"another source already provides {source.filename} "
                                 f"({first.path}); this one is ignored")
             failures[f"{source.path}"] = _failure(source.filename, str(source.path), error)
@@ -493,14 +623,23 @@ def _unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
     return kept, list(failures.values())
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """One file under two names (a mirror's pages link the hard links beside them, an old
+    page the outputs above): same device and inode."""
+    try:
+        return os.path.samestat(os.lstat(a), os.lstat(b))
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
 def _failure(filename: str, source: str, error: TrustError) -> Result:
     return Result(filename, source, FAILED, error=error.as_dict())
 
 
 #: A step that completes one wheel's result (run later for a wheel whose hashes run behind).
 Finish = Callable[[], Result]
-#: Starts hashing a file: at once (in the pool) or on the background hasher (large wheels).
-Hasher = Callable[[Path], "Future[str]"]
+#: Starts hashing an open file: at once (in the pool) or on the background hasher (large wheels).
+Hasher = Callable[[int], "Future[str]"]
 
 
 def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
@@ -517,7 +656,7 @@ def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
         while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
             first = order.pop(0)
             remaining -= sizes[first.filename]
-            later.append((first, _one(first, ctx, jobs, lambda path: background.submit(_sha256_of, path))))
+            later.append((first, _one(first, ctx, jobs, lambda fd: background.submit(_sha256_fd, fd))))
         if jobs <= 1 or len(order) <= 1:
             results.update({s.filename: _one(s, ctx, jobs, _hash_now)() for s in order})
         else:
@@ -528,10 +667,10 @@ def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
     return [results[s.filename] for s in sources]
 
 
-def _hash_now(path: Path) -> Future[str]:
+def _hash_now(fd: int) -> Future[str]:
     future: Future[str] = Future()
     try:
-        future.set_result(_sha256_of(path))
+        future.set_result(_sha256_fd(fd))
     except OSError as exc:
         future.set_exception(exc)
     return future
@@ -539,17 +678,18 @@ def _hash_now(path: Path) -> Future[str]:
 
 def _size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return os.lstat(path).st_size
     except OSError:
         return 0
 
 
 def _one(source: Source, ctx: _Context, jobs: int, hasher: Hasher) -> Finish:
     """Start one input wheel; the step returned completes it. Every error, in either part,
-    becomes this wheel's failure."""
+    becomes this wheel's failure; the descriptors it opened are closed when it completes."""
     started = time.perf_counter()
+    opened: list[int] = []
     try:
-        finish = _process(source, ctx, jobs, hasher)
+        finish = _process(source, ctx, jobs, hasher, opened)
     except Exception as exc:  # noqa: BLE001  (one wheel's problem must not stop the others)
         failure = _failure_of(source, exc)
         finish = lambda: failure  # noqa: E731
@@ -559,6 +699,9 @@ def _one(source: Source, ctx: _Context, jobs: int, hasher: Hasher) -> Finish:
             result = finish()
         except Exception as exc:  # noqa: BLE001
             result = _failure_of(source, exc)
+        finally:
+            for fd in opened:
+                os.close(fd)
         result.seconds = time.perf_counter() - started
         if ctx.hooks.done:
             ctx.hooks.done(source.path, result)
@@ -577,20 +720,23 @@ def _failure_of(source: Source, exc: Exception) -> Result:
     return _failure(source.filename, str(source.path), error)
 
 
-def _process(source: Source, ctx: _Context, jobs: int, hasher: Hasher) -> Finish:
-    info = os.stat(source.path)
-    fingerprint = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+def _process(source: Source, ctx: _Context, jobs: int, hasher: Hasher, opened: list[int]) -> Finish:
+    """The input is opened once, confined to its source tree, as a regular file and not
+    through a symlink; every later read (hash, migration, copy) is of that descriptor."""
+    fd, info = _open_confined(source.path, source.root or source.path.parent.resolve())
+    opened.append(fd)
+    fingerprint = _identity(info)
     old = ctx.previous.entries.get(source.filename) if ctx.previous else None
     if old is not None and old.stat == fingerprint and _reusable(old, source, ctx, old.sha256):
         return _ready(_unchanged(old, source))
     if old is None:
-        return _migrate(source, ctx, jobs, fingerprint, hasher(source.path), hasher)
+        return _migrate(source, fd, ctx, jobs, fingerprint, hasher(fd), hasher, opened)
     # a file seen before whose stat changed: the same bytes are still unchanged, so hash first
-    sha256 = _checked(source, _sha256_of(source.path))
+    sha256 = _checked(source, _sha256_fd(fd))
     if _reusable(old, source, ctx, sha256):
         old.stat, old.source = fingerprint, str(source.path)
         return _ready(_unchanged(old, source))
-    return _migrate(source, ctx, jobs, fingerprint, _known(sha256), hasher)
+    return _migrate(source, fd, ctx, jobs, fingerprint, _known(sha256), hasher, opened)
 
 
 def _ready(result: Result) -> Finish:
@@ -613,7 +759,9 @@ def _checked(source: Source, sha256: str) -> str:
 
 def _reusable(old: Entry, source: Source, ctx: _Context, sha256: str) -> bool:
     """The last result still holds: same bytes, same tool, same key for a signed output,
-    the same choice to serve a failure, and the output still as written."""
+    the same choice to serve a failure, and the output still the file written (device,
+    inode, size, mtime and ctime: a file rewritten in place and its mtime set back has a
+    new ctime, which no unprivileged process can set back)."""
     assert ctx.previous is not None
     if old.sha256 != sha256 or ctx.previous.tool != ctx.tool:
         return False
@@ -631,33 +779,45 @@ def _unchanged(old: Entry, source: Source) -> Result:
     return Result(old.filename, str(source.path), status, old.served, old, old.error)
 
 
+def _identity(info: os.stat_result) -> list[int]:
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
 def _output_stat(path: Path) -> list[int]:
+    """A served output's identity; [] when it is missing or no regular file."""
     try:
         info = os.lstat(path)
     except OSError:
         return []
-    return [info.st_size, info.st_mtime_ns] if _is_regular(info.st_mode) else []
+    return _identity(info) if _is_regular(info.st_mode) else []
 
 
-def _sha256_of(path: Path) -> str:
+def _sha256_fd(fd: int) -> str:
+    """sha256 of an open file from its start (``pread``: threads may share the descriptor)."""
     digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(CHUNK):
-            digest.update(chunk)
+    offset = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        digest.update(chunk)
+        offset += len(chunk)
     return digest.hexdigest()
 
 
-def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
-             hasher: Hasher) -> Finish:
+def _migrate(source: Source, fd: int, ctx: _Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
+             hasher: Hasher, opened: list[int]) -> Finish:
     """Migrate into staging; keep the output when the wheel has a backend or a plugin, else
     copy the input through; a failure is served as it is only with ``pass_through``. Nothing
-    is placed before the input's sha256 is known and checked."""
-    from .migrate import migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
+    is staged for the index before the input's sha256 is known and checked."""
+    from .migrate import Options, migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
 
     staged = ctx.staging / source.filename
-    outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress)
+    outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
+                            options=Options(source_fd=fd))
     kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
-    output_hash = hasher(staged) if kind == MIGRATED else None
+    output_hash = None
+    if kind == MIGRATED:
+        out_fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened.append(out_fd)
+        output_hash = hasher(out_fd)
 
     def finish() -> Result:
         sha256 = _checked(source, input_hash.result())
@@ -667,36 +827,28 @@ def _migrate(source: Source, ctx: _Context, jobs: int, fingerprint: list[int], i
             entry.backends, entry.plugins = outcome.backends, outcome.plugins
             entry.output_sha256 = output_hash.result() if output_hash else None
         elif entry.served:
-            _copy_through(source, staged, entry)
+            _copy_through(source, fd, staged, entry)
         entry.error = outcome.error.as_dict() if outcome.error else None
         if entry.served:
-            entry.output_stat = _output_stat(staged)  # a rename keeps size and mtime
-            _place(entry.filename, ctx)
+            with ctx.lock:
+                ctx.staged.append(entry.filename)
         return Result(source.filename, str(source.path), kind, entry.served, entry, entry.error,
                       warnings=outcome.warnings)
 
     return finish
 
 
-def _place(filename: str, ctx: _Context) -> None:
-    """Move a staged output into OUTDIR now when no file of that name is there; else later,
-    between an index without it and the index with its new sha256 (pip never meets a file
-    whose hash is not the one its index page names)."""
-    if os.path.lexists(ctx.outdir / filename):  # served by the last run, or by one whose state was lost
-        with ctx.lock:
-            ctx.deferred.append(filename)
-    else:
-        os.replace(ctx.staging / filename, ctx.outdir / filename)
-
-
-def _copy_through(source: Source, target: Path, entry: Entry) -> None:
-    """The input byte for byte; its sha256 taken from the bytes copied, which must be the
+def _copy_through(source: Source, fd: int, target: Path, entry: Entry) -> None:
+    """The input byte for byte, from its open descriptor (a regular file of the source tree,
+    never what a symlink names); its sha256 taken from the bytes copied, which must be the
     bytes hashed before (an input changing under the run is this wheel's failure)."""
     digest = hashlib.sha256()
-    with source.path.open("rb") as stream, atomic_output(target) as out:
-        while chunk := stream.read(CHUNK):
+    offset = 0
+    with atomic_output(target) as out:
+        while chunk := os.pread(fd, CHUNK, offset):
             digest.update(chunk)
             out.write(chunk)
+            offset += len(chunk)
         if digest.hexdigest() != entry.sha256:
             raise MirrorError("source-changed", str(source.path), "the file changed while it was mirrored")
     entry.output_sha256 = entry.sha256
@@ -705,23 +857,24 @@ def _copy_through(source: Source, target: Path, entry: Entry) -> None:
 # --- publishing ------------------------------------------------------------------------
 
 
-def _publish(outdir: Path, entries: dict[str, Entry]) -> None:
-    """Write the index over the served wheels: project pages first, the root page last,
-    then drop the pages of projects no longer served."""
-    files = [simpleindex.IndexFile(e.project, e.filename, e.output_sha256 or "")
-             for e in entries.values() if e.served]
-    pages = simpleindex.pages(files)
-    index = outdir / INDEX_DIR
-    for rel in sorted(pages, key=lambda p: (p.count("/") == 0, p)):
-        _write_if_changed(index / rel, pages[rel])
-    projects = {rel.split("/")[0] for rel in pages if "/" in rel}
-    for stale in index.iterdir():
-        if stale.is_dir() and not stale.is_symlink() and stale.name not in projects:
-            for leaf in ("index.html", "index.json"):
-                with contextlib.suppress(FileNotFoundError):
-                    (stale / leaf).unlink()
-            with contextlib.suppress(OSError):
-                stale.rmdir()
+def _index_files(entries: dict[str, Entry]) -> list[simpleindex.IndexFile]:
+    return [simpleindex.IndexFile(e.project, e.filename, e.output_sha256 or "") for e in entries.values() if e.served]
+
+
+def _record_outputs(outdir: Path, entries: dict[str, Entry], previous: State | None, staged: list[str]) -> None:
+    """Each served output's identity, taken now that the index links it (a link sets its
+    ctime). An output reused from the last run keeps its place only when the file is still
+    the one checked at the start (device, inode, size, mtime); else the next run redoes it."""
+    fresh = set(staged)
+    for name, entry in entries.items():
+        if not entry.served:
+            entry.output_stat = []
+            continue
+        now = _output_stat(outdir / name)
+        if name in fresh or (now and now[:4] == entry.output_stat[:4]):
+            entry.output_stat = now
+        else:
+            entry.output_stat = [0, 0, 0, 0, 0]  # no file has inode 0: never reused
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
@@ -743,4 +896,3 @@ def _remove_orphans(outdir: Path, previous: State | None, entries: dict[str, Ent
         if old.served and (new is None or not new.served):
             with contextlib.suppress(FileNotFoundError):
                 (outdir / name).unlink()
-

@@ -41,14 +41,16 @@ def rewrite_wheel(
     jobs: int = 1,
     epoch: int | None = None,
     progress: Progress | None = None,
+    fd: int | None = None,
 ) -> Path:
     """Write ``out_dir/<same file name>``: ``src`` plus the manifest ``plan`` builds, signed by ``key``.
 
     ``epoch`` (SOURCE_DATE_EPOCH) sets every member's timestamp; without it, copied members
     keep theirs and new ones take the newest timestamp in the input, so the output is a
-    pure function of the input either way.
+    pure function of the input either way. ``fd``: ``src`` already opened by the caller
+    (a regular file, read through that descriptor only).
     """
-    with WheelArchive(src, check_name=False) as archive:
+    with WheelArchive(src, check_name=False, fd=fd) as archive:
         problems = archive.name_problems(tags=False)
         if problems:
             raise WheelError("name-mismatch", archive.display, "; ".join(problems))

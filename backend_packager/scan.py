@@ -150,7 +150,7 @@ def _scan_wheel(wheel: Path, progress: Progress | None) -> Iterator[_Listed | Tr
     # Imported here: scanning a .so file needs none of the zip machinery (start-up time).
     from .wheelfile import open_zip
 
-    archive = open_zip(wheel, str(wheel))
+    archive = open_zip(wheel, str(wheel), follow_symlinks=True)
     with archive:
         for info in sorted(archive.infolist(), key=lambda i: i.filename):
             if info.is_dir():

@@ -7,14 +7,17 @@ rewritten. Layout, for an index at ``OUTDIR/simple`` with the wheels in ``OUTDIR
 - ``simple/index.html`` and ``simple/index.json``: every project (PEP 503 root, PEP 691
   ``application/vnd.pypi.simple.v1+json`` project list);
 - ``simple/<normalized name>/index.html`` and ``index.json``: one anchor per file, its URL
-  ``../../<file name>`` with ``#sha256=<hex>`` (PEP 503), and the same as PEP 691 ``files``.
+  ``<file name>`` relative to the page, with ``#sha256=<hex>`` (PEP 503), and the same as
+  PEP 691 ``files``: each wheel is served beside its project page, inside the index tree,
+  so that one rename replaces pages and wheels together (:mod:`backend_packager.mirrorindex`).
 
 pip reads ``index.html`` from a ``file://`` directory URL; the JSON is for clients that ask
 for PEP 691 (a web server in front of the tree can serve it by content negotiation).
 PEP 629's ``pypi:repository-version`` meta tag is set to 1.0.
 
 Reading (:func:`links`) parses a PEP 503 project page of a source index: the anchors' hrefs
-and the ``sha256`` fragment each may carry. Nothing else on the page is trusted.
+and the ``sha256`` fragment each may carry. Nothing else on the page is trusted; a page the
+parser cannot read is one :class:`PageError`, never another exception.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def pages(files: Iterable[IndexFile]) -> dict[str, bytes]:
 
 
 def _file_url(filename: str) -> str:
-    return "../../" + quote(filename)
+    return quote(filename)
 
 
 def _page(title: str, anchors: list[str]) -> bytes:
@@ -116,12 +119,20 @@ class _Anchors(HTMLParser):
                 self.hrefs.append(href)
 
 
+class PageError(ValueError):
+    """A page the HTML parser gives up on (its own exceptions vary with the input)."""
+
+
 def links(page: str) -> list[Link]:
     """The anchors of a PEP 503 page. A fragment ``sha256=<64 hex>`` is the file's hash; any
-    other fragment (another algorithm, a malformed digest) gives none."""
+    other fragment (another algorithm, a malformed digest) gives none. Each href is
+    returned as written: resolving it, and refusing what cannot be resolved, is the reader's."""
     parser = _Anchors()
-    parser.feed(page)
-    parser.close()
+    try:
+        parser.feed(page)
+        parser.close()
+    except (AssertionError, ValueError, IndexError, RecursionError) as exc:
+        raise PageError(f"not a readable HTML page ({type(exc).__name__})") from None
     found = []
     for href in parser.hrefs:
         url, _, fragment = href.partition("#")

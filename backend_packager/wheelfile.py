@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.parser
+import errno
 import os
 import re
 import stat
@@ -29,7 +30,6 @@ from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
 from . import entrypoints, records, zipformat
 from .errors import InputError, WheelError
-from .fsutil import open_input
 
 #: A declared uncompressed size above this is refused before anything is inflated.
 MAX_MEMBER_SIZE = 0xFFFFFFFF - 1
@@ -128,15 +128,24 @@ class WheelContents:
 class WheelArchive:
     """A validated input wheel. Holds the open zip: its state is real."""
 
-    def __init__(self, path: Path, *, check_name: bool = True) -> None:
+    def __init__(self, path: Path, *, check_name: bool = True, fd: int | None = None) -> None:
         """Open and check ``path``; ``check_name=False`` leaves the name check to the caller
-        (``verify`` reports a renamed wheel as one finding among others)."""
+        (``verify`` reports a renamed wheel as one finding among others). ``fd``: a
+        descriptor the caller already opened on ``path`` as a regular file (a confined
+        source of ``mirror``); it is duplicated, never closed here. Every read of the wheel,
+        here and by :class:`~backend_packager.writer.WheelWriter`, is from this one
+        descriptor: the file checked is the file read."""
         self.path = path
         self.display = str(path)
         #: Problems the output repairs rather than refuses (trailing data), one line each.
         self.warnings: list[str] = []
-        end = self._check_end()
-        self._zip = open_zip(path, self.display, checked=True)
+        self.fd = os.dup(fd) if fd is not None else open_wheel(path, self.display)
+        try:
+            end = self._check_end()
+            self._zip = _zip_of(self.fd, self.display)
+        except BaseException:
+            os.close(self.fd)
+            raise
         try:
             self.members = self._members(end)
             self.dist_info = self._dist_info()
@@ -148,11 +157,14 @@ class WheelArchive:
             if check_name and problems:
                 raise WheelError("name-mismatch", self.display, "; ".join(problems))
         except BaseException:
-            self._zip.close()
+            self.close()
             raise
 
     def close(self) -> None:
         self._zip.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def __enter__(self) -> WheelArchive:
         return self
@@ -165,7 +177,7 @@ class WheelArchive:
 
     def _check_end(self) -> zipformat.End:
         """Bytes after the end record are trailing data: not copied, and said."""
-        end, size = read_end(self.path, self.display)
+        end, size = _read_end_fd(self.fd, self.display)
         if end.eocd_end < size:
             self.warnings.append(f"{self.display}: {size - end.eocd_end} bytes of trailing data after the end "
                                  "of the archive: not copied to the output")
@@ -184,7 +196,7 @@ class WheelArchive:
             self._check_member(member, info, seen)
             seen.add(member.name)
             members.append(member)
-        return _with_data_offsets(self.path, members, self._zip.start_dir, self.where)
+        return _with_data_offsets(self.fd, self.display, members, self._zip.start_dir, self.where)
 
     def _check_member(self, m: Member, info: zipfile.ZipInfo, seen: set[str]) -> None:
         where = self.where(m.name)
@@ -308,20 +320,52 @@ ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, Not
               UnicodeDecodeError, struct.error, OverflowError)
 
 
-def read_end(path: Path, display: str) -> tuple[zipformat.End, int]:
-    """The end records of ``path`` and its size, read before :mod:`zipfile` reads anything:
-    zipfile keeps every central directory entry in memory, so their number and size are
-    capped first. ``path`` must be a regular file (a FIFO would block the read)."""
+def open_wheel(path: Path, display: str, *, follow_symlinks: bool = False) -> int:
+    """A descriptor on the wheel ``path``: opened without following a final symlink and
+    without blocking, then checked by ``fstat`` to be a regular file. A wheel is hostile
+    input: a ``*.whl`` symlink (to a private key, say) is ``input.symlink``, never read;
+    anything else that is no regular file is ``wheel.<reason>``. ``follow_symlinks`` is for
+    ``scan``, a report that reads what a path names, as it does for a ``.so``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        with open(open_input(path), "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            start = max(0, size - zipformat.END_SEARCH)
-            stream.seek(start)
-            end = zipformat.find_end(stream.read(), start)
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError("symlink", display, "a symbolic link: only a regular file is read as a wheel "
+                             "(name the file it points to, if it is one)") from None
+        reason = "missing" if exc.errno == errno.ENOENT else "unreadable"
+        raise WheelError(reason, display, f"cannot open: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL
+        raise WheelError("missing", display, "cannot open: not a file name (a NUL byte)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WheelError("not-a-file", display, "is not a regular file (a directory, FIFO or device)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_end(path: Path, display: str) -> tuple[zipformat.End, int]:
+    """The end records of ``path`` and its size (:func:`open_wheel`'s rules)."""
+    fd = open_wheel(path, display)
+    try:
+        return _read_end_fd(fd, display)
+    finally:
+        os.close(fd)
+
+
+def _read_end_fd(fd: int, display: str) -> tuple[zipformat.End, int]:
+    """The end records and size of the open wheel ``fd``, read before :mod:`zipfile` reads
+    anything: zipfile keeps every central directory entry in memory, so their number and
+    size are capped first."""
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - zipformat.END_SEARCH)
+        end = zipformat.find_end(os.pread(fd, size - start, start), start)
     except OSError as exc:
         raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
-    except InputError as exc:
-        raise WheelError(exc.code.split(".", 1)[1], display, exc.detail) from None
     if end is None:
         raise WheelError("not-zip", display, "not a zip file, or truncated (no end of central directory)")
     if end.count > MAX_MEMBERS or end.cd_size > MAX_DIRECTORY:
@@ -330,21 +374,48 @@ def read_end(path: Path, display: str) -> tuple[zipformat.End, int]:
     return end, size
 
 
-def open_zip(path: Path, display: str, *, checked: bool = False) -> zipfile.ZipFile:
-    """``path`` opened by zipfile after :func:`read_end` (unless ``checked`` says it ran),
-    every exception of zipfile's mapped to a :class:`WheelError`."""
-    if not checked:
-        read_end(path, display)
+def open_zip(path: Path, display: str, *, follow_symlinks: bool = False) -> zipfile.ZipFile:
+    """``path`` opened by zipfile after :func:`read_end`, through one descriptor
+    (:func:`open_wheel`), every exception of zipfile's mapped to a :class:`WheelError`."""
+    fd = open_wheel(path, display, follow_symlinks=follow_symlinks)
     try:
-        return zipfile.ZipFile(path)
+        _read_end_fd(fd, display)
+        return _zip_of(fd, display)
+    finally:
+        os.close(fd)
+
+
+class _OwnZip(zipfile.ZipFile):
+    """A zip over a stream it owns: closing the zip closes the stream (zipfile leaves a
+    stream it was handed open)."""
+
+    def close(self) -> None:
+        stream = self.fp
+        try:
+            super().close()
+        finally:
+            if stream is not None:
+                stream.close()
+
+
+def _zip_of(fd: int, display: str) -> zipfile.ZipFile:
+    """zipfile over a stream of its own on a duplicate of ``fd`` (the caller keeps ``fd``)."""
+    stream = os.fdopen(os.dup(fd), "rb")
+    try:
+        return _OwnZip(stream)
     except OSError as exc:
+        stream.close()
         raise WheelError("unreadable", display, f"cannot read: {exc.strerror or exc}") from None
     except ZIP_ERRORS as exc:
+        stream.close()
         # Each is zipfile's word for a malformed central directory (a bad UTF-8 name, a bad extra...).
         raise WheelError("not-zip", display, f"not a zip file, or corrupt ({describe(exc)})") from None
+    except BaseException:
+        stream.close()
+        raise
 
 
-def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
+def _with_data_offsets(fd: int, display: str, members: list[Member], directory_at: int,
                        where: Callable[[str], str]) -> list[Member]:
     """Each member with where its data starts, after checking what strict installers check:
     no bytes before the first member, local headers that agree with the central directory
@@ -352,10 +423,10 @@ def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
     central directory."""
     by_offset = sorted(members, key=lambda m: m.header_offset)
     if by_offset and by_offset[0].header_offset != 0:
-        raise WheelError("leading-data", str(path), f"{by_offset[0].header_offset} bytes before the first member")
+        raise WheelError("leading-data", display, f"{by_offset[0].header_offset} bytes before the first member")
     placed: dict[str, Member] = {}
     previous_end = 0
-    with open(path, "rb") as stream:
+    with open(fd, "rb", closefd=False) as stream:
         for m in by_offset:
             if m.header_offset < previous_end:
                 raise WheelError("overlap", where(m.name), "member overlaps the one before it")
@@ -364,7 +435,7 @@ def _with_data_offsets(path: Path, members: list[Member], directory_at: int,
             previous_end = data_offset + m.compress_size
             placed[m.name] = dataclasses.replace(m, data_offset=data_offset)
     if previous_end > directory_at:
-        raise WheelError("overlap", str(path), "member data overlaps the central directory")
+        raise WheelError("overlap", display, "member data overlaps the central directory")
     return [placed[m.name] for m in members]
 
 

@@ -105,7 +105,7 @@ class WheelWriter:
         self._kept = sorted((m for m in archive.members if m.name.startswith(dist) and m.name not in replaced),
                             key=lambda m: m.name)
         self._stamp = _Stamp(archive.members, epoch)
-        self._src_fd = os.open(archive.path, os.O_RDONLY)
+        self._src_fd = os.dup(archive.fd)  # the descriptor the archive was checked through
         self._copier = _Copier(archive, self._src_fd, out_fd, progress)
         self._out_fd = out_fd
         self._written: list[Written] = []

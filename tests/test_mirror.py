@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, rezip
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 
-from backend_packager import mirror, simpleindex
+from backend_packager import mirror, mirrorindex, simpleindex
 
 PURE_PYPROJECT = """[build-system]
 requires = ["setuptools"]
@@ -89,9 +89,13 @@ def sha(path: Path) -> str:
 
 
 def mtimes(out: Path) -> dict[str, int]:
-    """Every file of the mirror but the lock file (opened, never written, by each run)."""
-    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted(out.rglob("*"))
-            if p.is_file() and p.name != mirror.LOCK_FILE}
+    """Every file of the mirror: the outputs and the state, and the served index as clients
+    name it (``simple/...``; the generation behind it is named by its content)."""
+    found = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted(out.glob("*")) if p.is_file()}
+    served = (out / "simple").resolve()
+    found |= {f"simple/{p.relative_to(served)}": p.stat().st_mtime_ns for p in sorted(served.rglob("*"))
+              if p.is_file()}
+    return found
 
 
 def index_files(out: Path, project: str) -> dict[str, str]:
@@ -101,7 +105,7 @@ def index_files(out: Path, project: str) -> dict[str, str]:
     files = {f["filename"]: f["hashes"]["sha256"] for f in doc["files"]}
     html = (out / "simple" / project / "index.html").read_text()
     for name, digest in files.items():
-        assert f'href="../../{name}#sha256={digest}"' in html
+        assert f'href="{name}#sha256={digest}"' in html
     return files
 
 
@@ -232,8 +236,9 @@ def test_second_run_waits_for_the_lock_or_exits_2(src: Path, keys: tuple, tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     exe = Path(sys.executable).parent / "backend-packager"
-    with (out / mirror.LOCK_FILE).open("w") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
         busy = run_cli("mirror", str(src), "-o", str(out), "--key", str(keys[0].private), "--no-wait")
         assert busy.returncode == 2 and "(mirror.busy)" in busy.stderr and "Traceback" not in busy.stderr
         waiter = subprocess.Popen([str(exe), "mirror", str(src), "-o", str(out), "--key", str(keys[0].private),
@@ -241,6 +246,8 @@ def test_second_run_waits_for_the_lock_or_exits_2(src: Path, keys: tuple, tmp_pa
         assert waiter.stderr is not None
         assert "waiting for another mirror run" in waiter.stderr.readline()  # blocks until it waits
         assert not (out / mirror.STATE_FILE).exists()  # nothing written while the lock is held
+    finally:
+        os.close(held)
     stdout, _ = waiter.communicate(timeout=120)
     assert waiter.returncode == 1 and json.loads(stdout)["summary"]["migrated"] == 1
 
@@ -262,7 +269,7 @@ BAD_STATES: dict[str, bytes] = {
     "not-json": b"{\"format\": 1, ",
     "deep": b"[" * 100_000 + b"]" * 100_000,
     "huge-number": b"{\"format\": 1" + b"0" * 5000 + b"}",
-    "wrong-format": b"{\"format\": 2, \"tool\": \"x\", \"keyid\": null, \"entries\": {}}",
+    "wrong-format": b"{\"format\": 99, \"tool\": \"x\", \"keyid\": null, \"entries\": {}}",
     "not-utf8": b"\xff\xfe{}",
     "entry-wrong-type": b"{\"format\": 1, \"tool\": \"x\", \"keyid\": null, \"entries\": {\"a\": []}}",
 }
@@ -271,9 +278,9 @@ BAD_STATES: dict[str, bytes] = {
 def _escaping_state(victim: str) -> bytes:
     """A well-formed state whose entry names a file outside OUTDIR as a served output."""
     entry = {"filename": victim, "source": "x", "project": "victim", "stat": [0, 0, 0, 0, 0], "sha256": "0" * 64,
-             "kind": "copied", "served": True, "output_sha256": "0" * 64, "output_stat": [1, 1], "keyid": None,
+             "kind": "copied", "served": True, "output_sha256": "0" * 64, "output_stat": [1, 1, 1, 1, 1], "keyid": None,
              "backends": [], "plugins": [], "error": None}
-    return json.dumps({"format": 1, "tool": "0", "keyid": None, "entries": {victim: entry}}).encode()
+    return json.dumps({"format": 2, "tool": "0", "keyid": None, "entries": {victim: entry}}).encode()
 
 
 @pytest.mark.parametrize("kind", [*BAD_STATES, "escaping", "fifo", "symlink", "too-big"])
@@ -311,7 +318,7 @@ json_values = st.recursive(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.fixed_dictionaries({"format": st.just(1), "tool": st.text(max_size=5), "keyid": st.none(),
+@given(doc=st.fixed_dictionaries({"format": st.just(mirror.STATE_FORMAT), "tool": st.text(max_size=5), "keyid": st.none(),
                                   "entries": st.dictionaries(st.text(max_size=60), json_values, max_size=3)}),
        extra=json_values)
 def test_state_decoding_never_raises(doc: dict[str, Any], extra: Any, tmp_path: Path) -> None:
@@ -357,20 +364,27 @@ def test_simple_index_source_is_confined_and_hash_checked(src: Path, wheels: dic
 def test_leftovers_of_a_killed_run_are_removed(src: Path, keys: tuple, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_mirror(src, out, keys[0])
-    leftovers = [out / ".legacy_ep_backend-1.0.whl.x1y2.tmp", out / "simple" / "plain-helper" / ".index.html.a.tmp",
+    leftovers = [out / ".legacy_ep_backend-1.0.whl.x1y2.tmp", out / mirrorindex.GENERATIONS / "0123-half" / "index.html",
                  out / mirror.STAGING_DIR / "half.whl"]
     for path in leftovers:
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"half")
+    os.symlink(".mirror-index/0123-half", out / mirrorindex.NEXT_LINK)
     run_mirror(src, out, keys[0])
-    assert not any(p.exists() for p in leftovers)
+    assert not any(p.exists() for p in leftovers) and not os.path.lexists(out / mirrorindex.NEXT_LINK)
+    assert [p.name for p in (out / mirrorindex.GENERATIONS).iterdir()] == [(out / "simple").resolve().name]
 
 
-def assert_index_consistent(out: Path) -> None:
-    """Every file every page names is in OUTDIR with the sha256 the page gives."""
-    for page in (out / "simple").glob("*/index.json"):
-        for name, digest in index_files(out, page.parent.name).items():
-            assert sha(out / name) == digest, name
+def assert_index_consistent(out: Path) -> dict[str, str]:
+    """Every file every page names is served (beside its page) with the sha256 the page
+    gives, every project of the root page has its pages; returns filename -> sha256."""
+    served: dict[str, str] = {}
+    root = json.loads((out / "simple" / "index.json").read_text())
+    for project in (p["name"] for p in root["projects"]):
+        for name, digest in index_files(out, project).items():
+            assert sha(out / "simple" / project / name) == digest, name
+            served[name] = digest
+    return served
 
 
 def test_killed_while_replacing_a_served_wheel(src: Path, wheels: dict[str, Path], keys: tuple,
@@ -477,7 +491,10 @@ def real_mirror(triton_wheel: Path, keys: tuple, tmp_path_factory: pytest.TempPa
     utlx = fetch_wheel("triton-utlx==3.8.0.post16")
     needed = [fetch_wheel(f"{name}=={version(name)}") for name in REAL_COPIED]
     for wheel in [triton_wheel, fetch_wheel("triton==3.8.0"), utlx, *needed]:
-        os.symlink(wheel, src / wheel.name)
+        try:  # the source is a directory of regular files (a symlink is refused): a link, else a copy
+            os.link(wheel, src / wheel.name)
+        except OSError:
+            shutil.copyfile(wheel, src / wheel.name)
     (src / "broken_plugin-1.0-py3-none-manylinux_2_28_x86_64.whl").write_bytes(utlx.read_bytes()[: 200_000])
     out = tmp_path_factory.mktemp("real-mirror")
     code, doc, _ = run_mirror(src, out, keys[0])
