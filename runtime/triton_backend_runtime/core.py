@@ -12,6 +12,12 @@ passes when that distribution's manifest verified (every file of it, with a sche
 manifest). Under ``strict`` anything else raises :class:`ImportError` naming
 the file and the reason: the one case where a policy stops ``import triton``, since every
 backend depends on the core. Under ``warn`` it is a warning; under ``off``, nothing.
+
+Verification hashes ``libtriton.so``; ``triton/__init__`` then ``dlopen``-s it by name, later.
+A library replaced or written in between would run unverified, so once Triton has loaded it
+(:func:`check_loaded`, called after ``triton._C.libtriton`` is imported) the file mapped into
+the process must have the identity that was hashed: ``verify.changed`` otherwise (strict:
+``import triton`` fails; warn: a warning).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .discovery import DEFAULT_PACKAGE, core_init
 from .errors import PolicyError, VerifyError
 from .verdict import Reason, reason_of
+from .verdictcache import identity
 from .vocab import OFF, STRICT, VERIFIED
 
 if TYPE_CHECKING:
@@ -59,7 +66,94 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
 
     guard(registry)
     check_plugin_paths(registry)  # raises under strict
+    verified = registry.libtriton_verified.get(os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
+    if reason is None and verified is not None:
+        from .autohook import after_import
+
+        after_import(f"{package}._C.libtriton", lambda module: check_loaded(module, verified, registry))
     return reason
+
+
+def check_loaded(module: Any, verified: list[object], registry: Any) -> None:
+    """After ``dlopen``: the ``libtriton.so`` mapped into this process must be the file that
+    was verified (replaced or written in between, it is not). Raises :class:`CoreRejected`
+    under strict (``import triton`` fails; the library stays mapped but nothing uses it), warns
+    under warn."""
+    from . import registry as reg
+
+    path = getattr(module, "__file__", None)
+    reason = loaded_reason(path, verified) if isinstance(path, str) else None
+    if reason is None:
+        return
+    registry.core = reason
+    if registry.policy == STRICT:
+        raise CoreRejected(reason)
+    registry.problems.append(reason)
+    reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+
+
+def loaded_reason(path: str, verified: list[object]) -> Reason | None:
+    """Why the library mapped from ``path`` is not the file of identity ``verified``.
+
+    ``/proc/self/maps`` names the device and inode of each mapping; ``/proc/self/map_files``
+    stats the very file mapped (where this user may: root, or ``CAP_CHECKPOINT_RESTORE``).
+    Otherwise the mapping's inode must be the verified one and the file at ``path`` must
+    still have the verified identity (so it was not written in place either). The device
+    number of an overlay (containers) differs between the two views: a mismatch is accepted
+    where the file's own device is an anonymous one (major 0) and all else matches."""
+    try:
+        mapped = _mapping(path)
+    except OSError:  # no /proc: the file at the path must still be the one verified
+        now = _identity(path)
+        return None if now == verified else _changed(path, _show(now), verified)
+    if mapped is None:
+        return reason_of(VerifyError("changed", path, "the libtriton.so imported is not mapped in this process "
+                                     "under its path: what was loaded cannot be checked"))
+    span, dev, ino = mapped
+    shown = f"device {os.major(dev)}:{os.minor(dev)}, inode {ino}"
+    try:
+        exact = identity(os.stat(f"/proc/self/map_files/{span}"))
+    except OSError:
+        exact = None
+    if exact is not None:
+        return None if exact == verified else _changed(path, _show(exact), verified)
+    now = _identity(path)
+    vdev = int(verified[0])  # type: ignore[call-overload]
+    same_dev = dev == vdev or (os.major(vdev) == 0 and now is not None and now[0] == vdev)
+    if ino == verified[1] and same_dev and now == verified:
+        return None
+    return _changed(path, shown, verified)
+
+
+def _mapping(path: str) -> tuple[str, int, int] | None:
+    """(address range, device, inode) of the first mapping of ``path`` in this process."""
+    real = os.fsencode(os.path.realpath(path))
+    with open("/proc/self/maps", "rb") as maps:  # the kernel's text: OSError where there is no /proc
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].rstrip(b"\n") in (real, real + b" (deleted)"):
+                major, minor = parts[3].split(b":")
+                return parts[0].decode(), os.makedev(int(major, 16), int(minor, 16)), int(parts[4])
+    return None
+
+
+def _identity(path: str) -> list[object] | None:
+    try:
+        return identity(os.stat(path))
+    except OSError:
+        return None
+
+
+def _show(ident: list[object] | None) -> str:
+    if ident is None:
+        return "gone"
+    dev = int(ident[0])  # type: ignore[call-overload]
+    return f"device {os.major(dev)}:{os.minor(dev)}, inode {ident[1]}, size {ident[2]}, mtime_ns {ident[3]}"
+
+
+def _changed(path: str, loaded: str, verified: list[object]) -> Reason:
+    return reason_of(VerifyError("changed", path, f"the libtriton.so loaded ({loaded}) is not the file verified "
+                                 f"({_show(verified)}): replaced or written after it was verified"))
 
 
 def core_reason(registry: Any, init_path: str) -> Reason | None:

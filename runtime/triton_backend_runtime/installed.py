@@ -24,7 +24,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .errors import VerifyError
@@ -152,14 +152,33 @@ def regular_stat(path: str) -> os.stat_result:
     return st
 
 
+#: Called as ``observer(path, stage)`` by the hashing thread after the last read of a file
+#: (``"read"``) and after its second ``fstat`` (``"done"``). None in use: a seam for tests,
+#: which write the file there (a real write in the window each check closes).
+hash_observer: Callable[[str, str], None] | None = None
+
+
 def hash_file(path: str, size: int) -> tuple[list[object], str]:
     """The identity of the file as opened, and its sha256 if it is ``size`` bytes long (a
-    file of another size is not read at all: "" then)."""
+    file of another size is not read at all: "" then). The identity is the descriptor's,
+    taken before and after the bytes are read: a file written meanwhile is ``verify.changed``,
+    so a digest is only ever paired with the identity of the bytes it describes."""
     fd, st = open_regular(path)
     try:
-        return identity(st), sha256_fd(fd, size) if st.st_size == size else ""
+        before = identity(st)
+        if st.st_size != size:
+            return before, ""
+        digest = sha256_fd(fd, size)
+        if hash_observer is not None:
+            hash_observer(path, "read")
+        after = identity(os.fstat(fd))
     finally:
         os.close(fd)
+    if hash_observer is not None:
+        hash_observer(path, "done")
+    if after != before:
+        raise VerifyError("changed", path, "changed while it was being hashed (written, or its metadata changed)")
+    return before, digest
 
 
 class HashCache:
@@ -173,6 +192,11 @@ class HashCache:
     first. :meth:`prefetch` starts it as soon as the signed subject list is known, so the
     hashes are computed while the manifest is decoded and checked; :meth:`digests` then
     takes a prefetched digest only for a file whose identity is still the one checked.
+
+    :attr:`taken` holds, for each file a digest was given for, the identity that digest is
+    about (the descriptor's when hashed, the checked ``lstat`` when it came from the cache):
+    the verdict cache stores these, never a later ``stat``. :meth:`unchanged` checks them at
+    the end of a verification.
     """
 
     def __init__(self, entries: dict[str, list[object]] | None = None, rehash: bool = False) -> None:
@@ -181,6 +205,7 @@ class HashCache:
         self.hashed_bytes = 0
         self._pool: Any = None
         self._ahead: dict[str, Any] = {}
+        self.taken: dict[str, list[object]] = {}
 
     def cached(self, path: str, st: os.stat_result) -> str | None:
         entry = self.entries.get(path)
@@ -223,6 +248,7 @@ class HashCache:
             known = self.cached(path, st)
             if known is not None:
                 out[path] = known
+                self.taken[path] = identity(st)
                 continue
             ahead = self._ahead.pop(path, None)
             pending[path] = (st, ahead if ahead is not None else self._submit(path, st.st_size, workers))
@@ -231,14 +257,31 @@ class HashCache:
             if ident != identity(st):
                 raise VerifyError("changed", path, "changed while it was being verified")
             self.remember(path, ident, digest)
+            self.taken[path] = ident
             out[path] = digest
         return out
+
+    def unchanged(self, paths: Iterable[str]) -> None:
+        """Raise ``verify.changed`` for the first of ``paths`` whose identity now is not the
+        one its digest was taken with (written after it was hashed, during verification)."""
+        for path in paths:
+            taken = self.taken.get(path)
+            if taken is None:
+                continue
+            try:
+                now: list[object] | None = identity(os.lstat(path))
+            except OSError:
+                now = None
+            if now != taken:
+                raise VerifyError("changed", path, "changed after it was hashed, while it was being verified")
 
     def _result(self, path: str, st: os.stat_result, future: Any, workers: int) -> tuple[list[object], str]:
         try:
             ident, digest = future.result()
-        except VerifyError:
-            raise
+        except VerifyError as exc:
+            if exc.code != "verify.changed":
+                raise
+            ident, digest = [], ""  # written while hashed (ahead of the check, maybe): once more
         except OSError as exc:
             raise VerifyError("read", path, f"cannot read: {exc.strerror}") from None
         if ident != identity(st) or not digest:  # a prefetch of another version of the file

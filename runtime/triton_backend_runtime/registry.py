@@ -125,6 +125,9 @@ class Registry:
             self.core: Reason | None = None
             #: Two installed distributions claiming the imported triton/__init__.py (.ownership).
             self.core_overlap: Any = None
+            #: Each ``libtriton.so`` a verified manifest lists, with the identity it was hashed
+            #: with (:func:`.verdictcache.identity`): what Triton loads is checked against it (.core).
+            self.libtriton_verified: dict[str, list[object]] = {}
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -198,7 +201,7 @@ class Registry:
                 from .verify import verify_distribution
 
                 verdict = _overwritten(dist) or verify_distribution(dist, ctx)
-                cache.store(dist.dist_info, context, verdict)
+                cache.store(dist.dist_info, context, verdict, ctx.hashes.taken)
             verdicts[dist.dist_info] = verdict
         if ctx is not None:
             ctx.hashes.close()
@@ -207,6 +210,7 @@ class Registry:
         cache.save()
         self.notes += [reason_of(n) for n in cache.notes]
         _guard_sources(with_manifest, verdicts, cache)
+        self.libtriton_verified = _verified_libtriton(with_manifest, verdicts, cache)
         return verdicts
 
     def _context(self, found: Discovery, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
@@ -439,6 +443,16 @@ def _overwritten(dist: Distribution) -> Verdict | None:
             files = [dist.dist_info, dist.manifest or dist.dist_info, overlap.second.dist_info, *shared]
             return Verdict(REJECTED, problem=overlap.reason(dist.dist_info), files=files)
     return None
+
+
+def _verified_libtriton(dists: list[Distribution], verdicts: dict[str, Verdict],
+                        cache: VerifyCache) -> dict[str, list[object]]:
+    """Each ``<package>/_C/libtriton.so`` of a verified distribution: the identity it was hashed with."""
+    found: dict[str, list[object]] = {}
+    for dist in dists:
+        if verdicts[dist.dist_info].status == VERIFIED:
+            found.update((path, ident) for path, ident in cache.identities(dist.dist_info, "/_C/libtriton.so"))
+    return found
 
 
 def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache) -> None:

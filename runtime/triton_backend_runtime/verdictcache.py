@@ -17,6 +17,13 @@ inode, size, mtime_ns, ctime_ns) it had. Those are every artifact the manifest l
 and every directory walked for unlisted code. Entries are decoded into the typed
 :class:`.verdict.Verdict`; an entry of the wrong shape is a miss, never a dropped backend.
 
+What is cached is what was hashed: a hashed file's identity is the one its digest was taken
+with, from the descriptor read, before and after reading (:func:`.installed.hash_file`),
+never a ``stat`` made when the verdict is stored. A file written while it was hashed, or
+after, before the verification ended, makes the verdict ``verify.changed``, which is not
+stored (the next import verifies again). Files and directories that are not hashed (the
+``.dist-info``, the manifest, walked directories) are still ``stat``-ed when stored.
+
 Format 3 is shaped for the warm path, which parses it on every ``import triton``: an
 identity is one string, ``"dev:ino:size:mtime_ns:ctime_ns"`` (``null`` for a file that was
 missing), kept in a list beside ``verdict.files`` rather than repeating each path, and a
@@ -35,6 +42,7 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Mapping
 
 from . import schema
 from .errors import CacheError, ManifestError
@@ -44,6 +52,8 @@ from .verdict import Verdict
 CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
 REHASH_ENV = "TRITON_BACKEND_REHASH"
 _FORMAT = 3
+#: The reason of a verdict about a file written while it was verified: never cached.
+CHANGED = "verify.changed"
 #: A cache this big was not written by this package (700 files of triton take ~200 KB).
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 
@@ -79,6 +89,10 @@ def identity_text(path: str) -> str | None:
     except (OSError, ValueError):
         return None
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _text(ident: list[object]) -> str:
+    return ":".join(map(str, ident))
 
 
 def context_digest(trust_files: list[str], extra: list[str]) -> str:
@@ -215,10 +229,23 @@ class VerifyCache:
                 for path, ident in zip(verdict.files, identities, strict=True)
                 if ident is not None and path.endswith(suffix)]
 
-    def store(self, dist_info: str, context: str, verdict: Verdict) -> None:
+    def store(self, dist_info: str, context: str, verdict: Verdict,
+              taken: Mapping[str, list[object]] | None = None) -> bool:
+        """Keep ``verdict``, each hashed file under the identity its digest was taken with
+        (``taken``, :attr:`.installed.HashCache.taken`): a file written after it was hashed
+        then no longer matches, and is verified again. A verdict of a file that changed while
+        it was verified (``verify.changed``) is not kept: False."""
+        if verdict.problem is not None and verdict.problem.code == CHANGED:
+            self.verdicts.pop(dist_info, None)
+            self.raw_verdicts.pop(dist_info, None)
+            self.dirty = True
+            return False
         verdict.files = list(dict.fromkeys(verdict.files))  # one identity per file
-        self.verdicts[dist_info] = (context, verdict, [identity_text(p) for p in verdict.files])
+        taken = taken or {}
+        identities = [_text(taken[p]) if p in taken else identity_text(p) for p in verdict.files]
+        self.verdicts[dist_info] = (context, verdict, identities)
         self.dirty = True
+        return True
 
     def hash_entries(self) -> dict[str, list[object]]:
         """The stored file hashes as :class:`.installed.HashCache` takes them; an entry of
