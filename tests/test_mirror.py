@@ -318,7 +318,8 @@ json_values = st.recursive(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.fixed_dictionaries({"format": st.just(mirror.STATE_FORMAT), "tool": st.text(max_size=5), "keyid": st.none(),
+@given(doc=st.fixed_dictionaries({"format": st.just(mirror.STATE_FORMAT), "tool": st.text(max_size=5),
+                                  "keyid": st.none(),
                                   "entries": st.dictionaries(st.text(max_size=60), json_values, max_size=3)}),
        extra=json_values)
 def test_state_decoding_never_raises(doc: dict[str, Any], extra: Any, tmp_path: Path) -> None:
@@ -364,8 +365,8 @@ def test_simple_index_source_is_confined_and_hash_checked(src: Path, wheels: dic
 def test_leftovers_of_a_killed_run_are_removed(src: Path, keys: tuple, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_mirror(src, out, keys[0])
-    leftovers = [out / ".legacy_ep_backend-1.0.whl.x1y2.tmp", out / mirrorindex.GENERATIONS / "0123-half" / "index.html",
-                 out / mirror.STAGING_DIR / "half.whl"]
+    leftovers = [out / ".legacy_ep_backend-1.0.whl.x1y2.tmp", out / mirror.STAGING_DIR / "half.whl",
+                 out / mirrorindex.GENERATIONS / "0123-half" / "index.html"]
     for path in leftovers:
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"half")

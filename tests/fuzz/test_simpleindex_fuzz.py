@@ -1,0 +1,67 @@
+"""A source index is hostile input: its pages and links, fuzzed. Parsing gives links or one
+``PageError``; resolving a link gives a path inside the source tree or that link's
+``MirrorError``; reading a whole tree gives sources and per-link failures, never an
+exception (``error.internal`` once ended a whole run for one NUL byte)."""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backend_packager import mirror, simpleindex
+
+WHEEL = "demo-1.0-py3-none-any.whl"
+
+pieces = st.sampled_from(["..", ".", "/", "%", "%00", "%ff", "%2e", "%2f", "\0", "\\", "#sha256=", "\x01", "é",
+                          "a", "simple", "demo", WHEEL, "https://h/", "//h/", "?", ";", ":"])
+hrefs = st.one_of(st.lists(pieces, max_size=12).map("".join), st.text(max_size=60),
+                  st.integers(4000, 5000).map(lambda n: "../../" + "x" * n + ".whl"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(page=st.one_of(st.text(max_size=400), st.lists(hrefs, max_size=5).map(
+    lambda hs: "".join(f'<a href="{html.escape(h)}">x</a>' for h in hs))))
+def test_links_never_raise_but_page_error(page: str) -> None:
+    try:
+        found = simpleindex.links(page)
+    except simpleindex.PageError:
+        return
+    for link in found:
+        assert link.sha256 is None or len(link.sha256) == 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(href=hrefs)
+def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
+    root = Path("/srv/src")
+    page = root / "simple" / "demo" / "index.html"
+    try:
+        name, path = mirror._link_target(page, "simple/demo", href, root)
+    except mirror.MirrorError as exc:
+        assert exc.code.startswith("mirror.")
+        return
+    if name is not None:
+        assert path.name == name and "\0" not in str(path)
+        assert os.path.normpath(path) == str(path) and root in path.parents
+
+
+@settings(max_examples=60, deadline=None)
+@given(links=st.lists(hrefs, min_size=1, max_size=6))
+def test_a_tree_of_bad_links_gives_failures_never_an_exception(links: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "src"
+        (root / "simple" / "demo").mkdir(parents=True)
+        (root / WHEEL).write_bytes(b"PK not a wheel")
+        (root / "simple" / "demo" / "index.html").write_text(
+            "".join(f'<a href="{html.escape(h, quote=True)}">x</a>\n' for h in links), errors="surrogatepass")
+        sources, failures, _ = mirror.discover([root], Path(tmp) / "out")
+        real = root.resolve()
+        for source in sources:
+            assert source.path.resolve().is_relative_to(real) and source.path.is_file()
+        for failure in failures:
+            assert failure.error is not None and failure.error["code"] != "mirror.internal"
