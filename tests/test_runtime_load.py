@@ -1517,3 +1517,12 @@ def test_required_plugin_stops_compilation() -> None:
         StagesHook("d", None, lambda: ["plugin p (p 1.0) is excluded: verify.plugin-range: ..."])()
     assert caught.value.code == "load.plugin-required"
     assert StagesHook("d", None, lambda: [])() == ("-backend-manifests-d", "d")
+
+
+
+def test_triton_imported_before_the_hook_names_the_pth_that_did() -> None:
+    """The whole case, in a real start-up, is in tests/runtime/test_hook_order.py."""
+    from triton_backend_runtime.hookorder import EarlyImport
+
+    reason = EarlyImport("triton", "/site/triton/__init__.py", "/site/+hook.pth", ["/site/(early).pth"]).reason()
+    assert (reason.code, reason.path) == ("policy.hook-late", "/site/(early).pth")

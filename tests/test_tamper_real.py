@@ -30,6 +30,7 @@ import pytest
 from conftest import ROOT, ElfFixtures, fetch_wheel, run_cli
 from runtime_wheels import pip_install
 from triton_backend_runtime import dsse
+from triton_backend_runtime.autohook import PTH_NAME
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_venv import Venv, migrate
@@ -617,7 +618,7 @@ def test_warn_with_rejected_backend_under_W_error(case: Case) -> None:
 def test_pth_left_behind_without_the_runtime(case: Case) -> None:
     startup = case.run("pass", runtime=False)
     assert startup.returncode == 0 and startup.stderr.startswith(
-        "triton-backend-runtime: triton_backend_runtime-hook.pth is installed but the runtime cannot be imported "
+        f"triton-backend-runtime: {PTH_NAME} is installed but the runtime cannot be imported "
         "(No module named 'triton_backend_runtime'): backends are not verified"), startup.stderr
     assert set(startup.stderr.splitlines()) == {startup.stderr.splitlines()[0]}
     done = case.run("import triton.backends as tb; print(sorted(tb.backends))", runtime=False)

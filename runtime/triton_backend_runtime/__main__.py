@@ -129,6 +129,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"  policy:      {doc['policy']} (TRITON_BACKEND_POLICY = strict | warn | off)")
     used = "yes" if doc["used_by_triton"] else "no (Triton discovered its backends itself)"
     print(f"  registry:    used by import {doc['package']}: {used}; .pth hook {hook}")
+    for line in _hook_lines(pth_path()):
+        print(f"               hook: {line}")
     print(f"  trust files: {', '.join(doc['trust_sources']) or 'none (no key is trusted)'}")
     print(f"  cache:       {doc['cache']}")
     for note in doc["notes"]:
@@ -216,23 +218,51 @@ def _details(row: dict[str, Any]) -> None:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from .autohook import PTH_LINE, pth_path
+    from .autohook import OLD_PTH_NAMES, PTH_LINE, pth_path
 
     path = pth_path(args.site)
+    olds = [p for n in OLD_PTH_NAMES if os.path.lexists(p := os.path.join(os.path.dirname(path), n))]
     if args.action == "install":
         from .atomicfile import write_atomic
 
         write_atomic(path, PTH_LINE.encode("utf-8"))
+        for old in olds:  # the old name sorts after other .pth files: it must not run as well
+            os.unlink(old)
+            print(f"removed {old} (the hook's old name)")
         print(f"installed {path}: import triton now goes through the backend registry")
     elif args.action == "uninstall":
-        if os.path.exists(path):
-            os.unlink(path)
-            print(f"removed {path}")
-        else:
+        for old in [*olds, path] if os.path.lexists(path) else olds:
+            os.unlink(old)
+            print(f"removed {old}")
+        if not olds and not os.path.lexists(path):
             print(f"not installed ({path} does not exist)")
     else:
         print(f"{'installed' if os.path.exists(path) else 'not installed'}: {path}")
+        for line in _hook_lines(path):
+            print(f"  {line}")
     return 0
+
+
+def _hook_lines(path: str) -> list[str]:
+    """Where the hook's .pth stands among the .pth files site runs, and what this process saw."""
+    from .autohook import OLD_PTH_NAMES
+    from .hookorder import CODE, position
+
+    where = position(path, OLD_PTH_NAMES)
+    lines = []
+    if where["installed"]:
+        before = where["before"]
+        lines.append("runs first of the .pth files" if not before else
+                     f"runs after {len(before)} .pth file(s): {', '.join(before[:5])}")
+        lines += [f"note: {p} runs before the hook and imports triton: strict stops every process "
+                  f"({CODE})" for p in where["before_importing"]]
+    lines += [f"note: {p} is the hook's old name, run after other .pth files: `{PROG} hook install` "
+              "replaces it" for p in where["old_names"]]
+    seen = where["imported_before_hook"]
+    if seen is not None:
+        by = ", ".join(seen["by"]) or "code that ran before the hook"
+        lines.append(f"triton was imported before the hook in this process, by {by} ({CODE})")
+    return lines
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
@@ -469,10 +499,12 @@ def _doctor_entry(args: argparse.Namespace) -> int:
     from .autohook import pth_path
 
     doc = _exercise(args.rehash, _package(args)).report()
-    hook = pth_path()
+    from .autohook import OLD_PTH_NAMES
+    from .hookorder import position
+
     healthy = _healthy(doc)
     out = {"format": JSON_FORMAT, "healthy": healthy, "enforced": not _unenforced(doc),
-           "hook": {"installed": os.path.exists(hook), "path": hook}, **doc}
+           "hook": position(pth_path(), OLD_PTH_NAMES), **doc}
     print(json.dumps(out, indent=1, sort_keys=True))
     return EXIT_OK if healthy else EXIT_FAILED
 

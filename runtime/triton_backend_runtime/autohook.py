@@ -9,6 +9,10 @@ the patches in ``hooks/``). Already patched, the module runs as it is; of a shap
 registry does not know, it is refused under ``strict`` (:func:`.hook.refuse_unwrappable`)
 and runs unmodified, with a warning, otherwise. ``hook uninstall`` deletes the file.
 
+The file's name sorts before every other ``.pth`` (``site`` runs them in sorted order): a
+Triton imported before the finder is in place ran unverified, which :mod:`.hookorder`
+reports (strict ends the process). ``docs/import-hook.md`` says what the hook cannot see.
+
 Start-up cost is this module alone: it imports nothing beyond ``sys`` and ``os`` until
 Triton is imported.
 """
@@ -25,7 +29,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-PTH_NAME = "triton_backend_runtime-hook.pth"
+#: "+" sorts before digits, "_", "-" and letters: site runs the .pth files of a directory in
+#: sorted order, and the hook must be in place before any other imports Triton (.hookorder).
+PTH_NAME = "+triton_backend_runtime-hook.pth"
+#: Names the hook's .pth had before: ``hook install`` and ``hook uninstall`` remove them.
+OLD_PTH_NAMES = ("triton_backend_runtime-hook.pth",)
 # One line (site runs .pth lines that start with "import"). When the runtime is gone but the
 # .pth stayed, it says so once on stderr (site may process a venv's site-packages twice):
 # strict would otherwise be silently unenforced.
@@ -35,7 +43,7 @@ PTH_LINE = (
     "  sys._triton_backend_hook_said = 1\\n"
     "  sys.stderr.write(\"triton-backend-runtime: %s is installed but the runtime cannot be "
     "imported (%s): backends are not verified; reinstall triton-backend-runtime or delete the .pth file\\\\n\" "
-    "% (\"triton_backend_runtime-hook.pth\", e))\\nexcept Exception:\\n pass')\n"
+    "% (\"+triton_backend_runtime-hook.pth\", e))\\nexcept Exception:\\n pass')\n"
 )
 PATCHED_MODULE = "triton.backends"
 CORE_MODULE = "triton"
@@ -157,10 +165,16 @@ def _ensure_finder() -> None:
 
 def install() -> None:
     """Called from the .pth file: verify the core before ``triton`` runs, patch
-    ``triton.backends`` when it is imported."""
+    ``triton.backends`` when it is imported. A Triton imported before this ran unverified:
+    strict ends the process, warn warns (:mod:`.hookorder`)."""
+    first = not _state["core"]
     _state["patch"] = True
     _state["core"] = True
     _ensure_finder()
+    if first and CORE_MODULE in sys.modules:
+        from .hookorder import calling_pth, imported_early
+
+        imported_early(CORE_MODULE, calling_pth())
 
 
 def after_import(name: str, callback: Callable[[Any], None]) -> None:
