@@ -1519,7 +1519,6 @@ def test_required_plugin_stops_compilation() -> None:
     assert StagesHook("d", None, lambda: [])() == ("-backend-manifests-d", "d")
 
 
-
 def test_triton_imported_before_the_hook_names_the_pth_that_did() -> None:
     """The whole case, in a real start-up, is in tests/runtime/test_hook_order.py."""
     from triton_backend_runtime.hookorder import EarlyImport
