@@ -38,6 +38,10 @@ files, read again and compared with what was checked, into a plain wheel, which 
 itself then signs into ``DIR``. The plain wheel is written unnamed into a scratch directory
 of ``DIR`` that carries the pid; one a killed run left is removed by the next.
 
+``--against WHEEL|INDEX``: RECORD on disk is what the installer wrote, and whoever changed
+an installed file could rewrite it to match; :func:`check_against` also requires every
+checked file to be the published wheel's member, byte for byte (:mod:`.published`).
+
 Where to look: the site-packages directory given, else the interpreter's purelib and
 platlib (sysconfig), searched in that order; a distribution found in both is refused.
 """
@@ -81,7 +85,7 @@ from triton_backend_runtime.manifest import Artifact, ElfInfo, Plugin, is_instal
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
-from . import entrypoints, fsutil, plugininfo, records
+from . import entrypoints, fsutil, plugininfo, published, records
 from .artifacts import artifact_from_bytes
 from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
@@ -150,7 +154,7 @@ class Adoption(Outcome):
 
 
 def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
-          jobs: int = 1) -> Adoption:
+          against: str | None = None, jobs: int = 1) -> Adoption:
     """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
     several to search: :func:`find_site`); errors land in the outcome."""
     searched = [sites] if isinstance(sites, Path) else list(sites)
@@ -162,6 +166,8 @@ def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out
         installed = read_installed(site, name)
         outcome.source = Path(installed.full(installed.dist_info))
         checked = check_installed(installed, key, jobs, outcome)
+        if against is not None:
+            check_against(installed, checked, key, against, outcome)
         if wheel_out is not None:
             _adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome)
         else:
@@ -560,6 +566,31 @@ def _checked_bytes(installed: Installed, path: str, data: bytes) -> Checked:
     full = installed.full(path)
     st = os.lstat(full)
     return Checked(path, full, artifact_from_bytes(path, data), st.st_mode, st.st_mtime, identity=_identity(st))
+
+
+def check_against(installed: Installed, checked: list[Checked], key: SigningKey, against: str,
+                  outcome: Adoption) -> None:
+    """The checked files must be those of the published release ``against`` names (a wheel,
+    or the same wheel in a simple index: :mod:`.published`), not only RECORD's: every
+    difference is listed in ``outcome`` and the adoption refused (``installed.differs``).
+    Not compared: RECORD, the files installers write, the manifest (this adoption replaces
+    it), and an ``entry_points.txt`` an adopt with this key wrote (its manifest vouches for it)."""
+    wanted = published.Wanted(installed.metadata["Name"], installed.metadata["Version"],
+                              installed.wheel.get("Build"), frozenset(installed.wheel.get_all("Tag") or []))
+    with tempfile.TemporaryDirectory(prefix="backend-packager-against.") as work:
+        release = published.load(against, wanted, Path(work))
+    files = {c.path: (c.artifact.sha256, c.artifact.size) for c in checked if not is_installer_file(c.path)}
+    skip = {f"{installed.dist_info}/RECORD", installed.manifest_path}
+    entry_points = f"{installed.dist_info}/entry_points.txt"
+    mine = files.get(entry_points)
+    if mine is not None and release.files.get(entry_points) != mine:
+        vouched = _own_manifest(installed, key) or {}
+        if vouched.get(entry_points) == mine:  # written by an adopt with this key
+            skip.add(entry_points)
+    found = published.compare(release, files, {c.path: c.full for c in checked}, skip)
+    if found:
+        outcome.mismatches = found
+        raise published.summary(found, release.source)
 
 
 # --- plan and seal ---------------------------------------------------------------------------

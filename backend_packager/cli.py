@@ -224,7 +224,8 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if args.site_packages is not None and not args.site_packages.is_dir():
         raise InputError("site-packages", str(args.site_packages), "not a directory")
     sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
-    outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out, jobs=args.jobs) for name in args.dists]
+    outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out,
+                      against=args.against, jobs=args.jobs) for name in args.dists]
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))
@@ -493,6 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
     _add_key(adopt)
     adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
+    adopt.add_argument("--against", metavar="WHEEL|INDEX",
+                       help="compare every installed file with the published release, not only with RECORD on "
+                       "disk (which whoever changed a file could rewrite): a wheel file or URL, or a simple index "
+                       "(a directory, file:// or http(s) URL) holding the same wheel; any difference is refused "
+                       "(installed.differs)")
     _add_jobs(adopt, "files checked in parallel")
     adopt.add_argument("--json", action="store_true", help="print a JSON summary (format 1)")
     adopt.set_defaults(func=cmd_adopt)
