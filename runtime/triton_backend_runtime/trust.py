@@ -123,9 +123,18 @@ def parse_scope_names(text: str, where: str) -> frozenset[str]:
     return frozenset(parse_name(item, where) for item in items)
 
 
+#: The longest version string parsed (PEP 440 sets none; real ones are a few dozen characters).
+#: Longer is refused unparsed: a 5000-digit release number is past int()'s digit limit.
+MAX_VERSION_CHARS = 200
+#: Digits of a threshold: more signatures than a DSSE envelope may carry (64) already fail closed.
+MAX_THRESHOLD_DIGITS = 6
+
+
 def _valid_version(text: str) -> bool:
     from packaging.version import Version
 
+    if len(text) > MAX_VERSION_CHARS:
+        return False
     try:
         Version(text)
     except ValueError:  # InvalidVersion, or a release number too long for int()
@@ -242,23 +251,32 @@ def parse_floors(text: str, where: str) -> tuple[dict[str, Floor], list[TrustSto
 class TrustStore:
     keys: dict[str, PublicKey] = field(default_factory=dict)
     threshold: int = 1
+    #: Revoked keyids, or prefixes of them of 16 hex digits or more (:mod:`.revocation`).
     revoked: set[str] = field(default_factory=set)
     #: keyid -> the names it may sign; a keyid absent here may sign any name.
     scopes: dict[str, Scope] = field(default_factory=dict)
     #: normalised distribution name -> its rollback floor.
     floors: dict[str, Floor] = field(default_factory=dict)
+    #: Revoked id -> the ``file:line`` revoking it.
+    revoked_at: dict[str, str] = field(default_factory=dict)
+    #: Where a revocation could not be read (``file:line``, or a file): while any, no key counts.
+    revocations_unreadable: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
         cls, keys: list[PublicKey], threshold: int = 1, revoked: set[str] | None = None,
         scopes: Mapping[str, Scope] | None = None, floors: Mapping[str, Floor] | None = None,
     ) -> TrustStore:
-        return cls({k.keyid: k for k in keys}, threshold, set(revoked or ()), dict(scopes or {}), dict(floors or {}))
+        revoked = {r.lower() for r in revoked or ()}
+        return cls({k.keyid: k for k in keys}, threshold, revoked, dict(scopes or {}), dict(floors or {}))
 
     def check(self, keyid: str, signature: bytes, message: bytes) -> str | None:
         """None when ``signature`` by ``keyid`` over ``message`` is good; else why not."""
-        if keyid in self.revoked:
-            return f"key {keyid[:16]} is revoked"
+        if self.revocations_unreadable:
+            return self.suspended()
+        revoked = self.revoked_by(keyid)
+        if revoked is not None:
+            return f"key {keyid[:16]} is revoked ({revoked} in {self.revoked_at.get(revoked, 'the trust store')})"
         key = self.keys.get(keyid)
         if key is None:
             return f"key {keyid[:16]} is not trusted"
@@ -271,6 +289,19 @@ class TrustStore:
         except InvalidSignature:
             return f"signature by key {keyid[:16]} does not match the manifest"
         return None
+
+    def revoked_by(self, keyid: str) -> str | None:
+        """The revoked id (``keyid`` or a prefix of it) that revokes ``keyid``; None if none does."""
+        from .revocation import revoking
+
+        return revoking(self.revoked, keyid) if self.revoked else None
+
+    def suspended(self) -> str | None:
+        """Why no key counts (a revocation that could not be read: fail closed), or None."""
+        if not self.revocations_unreadable:
+            return None
+        return (f"the revocation list is unreadable ({', '.join(self.revocations_unreadable[:3])}): no key "
+                "counts until it is fixed")
 
     def merge_scopes(self, scopes: Mapping[str, Scope]) -> None:
         for keyid, scope in scopes.items():
@@ -332,6 +363,8 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
 
     shown = version[:100]
     try:
+        if len(version) > MAX_VERSION_CHARS:
+            raise ValueError(version)
         below = Version(version) < Version(floor.version)
     except ValueError:  # InvalidVersion, or a release number too long for int()
         raise TrustStoreError(
@@ -359,12 +392,13 @@ def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, 
     store = TrustStore()
     problems: list[TrustStoreError] = []
     for path in trust_sources(env):
+        if os.path.basename(path) == REVOKED_FILE:  # read whole or not at all: never in part
+            problems += _load_revoked(store, path)
+            continue
         try:
             text = _read_text(path)
             base = os.path.basename(path)
-            if base == REVOKED_FILE:
-                store.revoked |= {line.split()[0] for line in text.splitlines() if line.strip() and line[0] != "#"}
-            elif base == THRESHOLD_FILE:
+            if base == THRESHOLD_FILE:
                 store.threshold = max(store.threshold, _threshold(text, path))
             elif base == SCOPES_FILE:
                 scopes, found = parse_scopes(text, path)
@@ -380,6 +414,25 @@ def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, 
             problems.append(exc)
     store.keys = {k.keyid: k for k in keys}
     return store, problems
+
+
+def _load_revoked(store: TrustStore, path: str) -> list[TrustStoreError]:
+    """Add a ``revoked`` file to ``store`` (:mod:`.revocation`). Read whole or not at all: a
+    file that cannot be read, or only in part, makes the revocation list unreadable (fail closed)."""
+    from .revocation import parse_revoked
+
+    try:
+        text = _read_text(path, rewrite=True)
+    except TrustStoreError as exc:
+        store.revocations_unreadable.append(path)
+        return [TrustStoreError(exc.code.partition(".")[2], path, f"{exc.detail}; no signature counts until it is "
+                                                                  "fixed")]
+    found, problems = parse_revoked(text, path)
+    for wanted, at in found.ids.items():
+        store.revoked.add(wanted)
+        store.revoked_at.setdefault(wanted, at)
+    store.revocations_unreadable += found.unreadable
+    return problems
 
 
 # Editing a trust directory (the ``trust`` command). Every write is atomic: a uniquely named
@@ -446,10 +499,9 @@ def _read_text(path: str, *, rewrite: bool = False) -> str:
 
 
 def _threshold(text: str, path: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
+    found = text.strip()
+    value = int(found) if re.fullmatch(rf"[0-9]{{1,{MAX_THRESHOLD_DIGITS}}}", found) else 0
     if value < 1:
-        raise TrustStoreError("threshold", path, f"threshold must be a positive integer, found {text.strip()!r}")
+        raise TrustStoreError("threshold", path, f"threshold must be a positive integer of at most "
+                                                 f"{MAX_THRESHOLD_DIGITS} digits, found {found[:80]!r}")
     return value

@@ -148,7 +148,11 @@ hook.install()
 from triton_backend_runtime import registry
 registry.get().verify()
 library = sys.argv[1]
-if sys.argv[2] != "keep":
+if sys.argv[2] == "rewritten":
+    data = open(library, "rb").read()
+    with open(library, "r+b") as same:  # the same bytes, in place: the same inode, written since
+        same.write(data)
+elif sys.argv[2] != "keep":
     data = open(library, "rb").read() + (b"\\0" * 64 if sys.argv[2] == "tampered" else b"")
     with open(library + ".new", "wb") as new:
         new.write(data)
@@ -182,11 +186,11 @@ def probe(site: Path, policy: str, library: Path, change: str) -> subprocess.Com
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("change", ["replaced", "tampered"])
+@pytest.mark.parametrize("change", ["replaced", "tampered", "rewritten"])
 def test_a_libtriton_swapped_after_verification_is_caught_after_load_under_strict(
         env: TrustEnv, site: Path, tmp_path: Path, change: str) -> None:
-    """Replaced by a copy (same bytes, another file: not what was hashed) or by other bytes
-    between verification and Triton's dlopen: under strict ``import triton`` fails with one
+    """Replaced by a copy (same bytes, another file: not what was hashed), by other bytes, or
+    written in place between verification and Triton's dlopen: under strict ``import triton`` fails with one
     line naming the library and ``verify.changed``; under warn it loads, with a warning."""
     dist = core_with_libtriton(site, env, tmp_path)
     library = dist.file("triton/_C/libtriton.so")
