@@ -23,13 +23,16 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import registry as reg
 from .discovery import DEFAULT_PACKAGE
 from .errors import TrustError, from_os_error
 from .verdict import Reason
 from .vocab import BAD_STATES, STRICT
+
+if TYPE_CHECKING:
+    from .trust import TrustStore
 
 PROG = "python -m triton_backend_runtime"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -246,6 +249,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
 def _hook_lines(path: str) -> list[str]:
     """Where the hook's .pth stands among the .pth files site runs, and what this process saw."""
     from .autohook import OLD_PTH_NAMES
+    from .errors import printable
     from .hookorder import CODE, position
 
     where = position(path, OLD_PTH_NAMES)
@@ -262,7 +266,7 @@ def _hook_lines(path: str) -> list[str]:
     if seen is not None:
         by = ", ".join(seen["by"]) or "code that ran before the hook"
         lines.append(f"triton was imported before the hook in this process, by {by} ({CODE})")
-    return lines
+    return [printable(line) for line in lines]  # .pth names are anyone's: one line each
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
@@ -275,6 +279,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
         return _trust_min_version(directory, args.dist, args.version)
     if args.action == "remove":
         return _trust_remove(directory, args.key)
+    if args.action in ("revoke", "unrevoke"):
+        return _trust_revoke(directory, args.keyid, revoke=args.action == "revoke")
     text, keys = _key_file(args.key)
     try:
         scope = t.parse_scope_names(args.scope, "--scope") if args.scope is not None else None
@@ -300,11 +306,14 @@ def _trust_min_version(directory: str, dist: str, version: str) -> int:
 
     try:
         name = t.parse_name(dist, "min-version")
+        if len(version) > t.MAX_VERSION_CHARS:  # before parsing: a 5000-digit release is past int()'s limit
+            raise InvalidVersion(version)
         Version(version)
     except TrustError as exc:
         raise UnusableInput("name", exc.path, exc.detail) from None
-    except InvalidVersion:
-        raise UnusableInput("version", "min-version", f"{version[:80]!r} is not a PEP 440 version") from None
+    except (InvalidVersion, ValueError):  # ValueError: a release number too long for int()
+        raise UnusableInput("version", "min-version", f"{version[:80]!r} is not a PEP 440 version of at most "
+                                                      f"{t.MAX_VERSION_CHARS} characters") from None
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, t.FLOORS_FILE)
     replaced = t.set_floor(directory, name, version)
@@ -319,6 +328,8 @@ def _trust_list() -> int:
 
     store, problems = load_trust_store()
     for key in store.keys.values():
+        if store.suspended() or store.revoked_by(key.keyid):
+            continue  # not in effect: listed with the revocations
         scope = store.scopes.get(key.keyid)
         where = f"  scope: {scope.describe()} ({', '.join(scope.sources)})" if scope else ""
         print(f"{key.keyid}  {key.comment}  ({key.source}){where}")
@@ -327,8 +338,8 @@ def _trust_list() -> int:
             print(f"scope {keyid}: {scope.describe()} ({', '.join(scope.sources)}; no such trusted key)")
     for name, floor in sorted(store.floors.items()):
         print(f"min-version {name} {floor.describe()}  ({floor.source})")
-    for keyid in sorted(store.revoked):
-        print(f"revoked {keyid}")
+    for line in _revocation_lines(store):
+        print(line)
     if store.threshold > 1:
         print(f"threshold {store.threshold}")
     for problem in problems:
@@ -376,6 +387,16 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("key", metavar="KEYID_OR_FILE",
                         help="a keyid (or a prefix of at least 8 hex digits) or a public key file")
     remove.add_argument("--user", action="store_true", help=user_help)
+    keyid_help = ("the keyid: its first 16 hex digits as the tools print it, or all 64, any case, 'keyid:' allowed; "
+                  "16 to 63 digits revoke every key whose keyid starts with them")
+    revoke = trust_actions.add_parser(
+        "revoke", help="refuse a key's signatures, even where the key is trusted (a line in the revoked file)"
+    )
+    revoke.add_argument("keyid", metavar="KEYID", help=keyid_help)
+    revoke.add_argument("--user", action="store_true", help=user_help)
+    unrevoke = trust_actions.add_parser("unrevoke", help="take back the revocations of a key in a trust directory")
+    unrevoke.add_argument("keyid", metavar="KEYID", help=keyid_help)
+    unrevoke.add_argument("--user", action="store_true", help=user_help)
     trust.set_defaults(func=cmd_trust)
     _grammar(parser, sub)
     return parser
@@ -623,6 +644,67 @@ def _keyid_of_line(line: str, where: str) -> str | None:
         return t.parse_key_line(line.strip(), where).keyid
     except TrustError:
         return None
+
+
+# -- trust revoke / unrevoke ----------------------------------------------------------------
+
+
+def _trust_revoke(directory: str, text: str, *, revoke: bool) -> int:
+    """``trust revoke KEYID`` or ``trust unrevoke KEYID`` in ``directory``'s revoked file."""
+    from . import revocation
+    from .errors import TrustStoreError
+    from .trust import load_trust_store
+    from .trustpaths import REVOKED_FILE
+
+    wanted = revocation.parse_id(text)
+    if wanted is None:
+        raise UnusableInput("keyid", text[:100], f"not a keyid: {revocation.MIN_PREFIX_HEX} to "
+                                                 f"{revocation.KEYID_HEX} hex digits ('keyid:' allowed)")
+    path = os.path.join(directory, REVOKED_FILE)
+    if revoke:
+        os.makedirs(directory, exist_ok=True)
+        already = revocation.add(path, wanted)
+        if already is not None:
+            print(f"already revoked: {path}:{already[1]}: {already[0].strip()}")
+        else:
+            print(f"revoked {wanted} ({path})")
+    else:
+        removed = revocation.remove(path, wanted)
+        if not removed:
+            raise TrustStoreError("not-revoked", path, f"no revocation of {wanted} here")
+        print(f"took back {'; '.join(line.strip() for line in removed)} ({path})")
+    store, _ = load_trust_store()
+    keys = [k for k in store.keys.values() if k.keyid.startswith(wanted) or wanted.startswith(k.keyid)]
+    for key in keys:
+        by = store.revoked_by(key.keyid)
+        state = f"revoked ({by} in {store.revoked_at.get(by, '-')})" if by else "trusted: its signatures count"
+        comment = f" {key.comment}" if key.comment else ""
+        print(f"  key {key.keyid}{comment} ({key.source}): {state}")
+    if not keys:
+        print(f"  no trusted key has this keyid{' now: a key with it is refused when added' if revoke else ''}")
+    return EXIT_OK
+
+
+def _revocation_lines(store: TrustStore) -> list[str]:
+    """What the revocations do, for ``trust list``: the keys they revoke; a revocation that
+    matches no trusted key says so, never shown as a revoked key."""
+    from .revocation import revoking
+
+    lines = []
+    reason = store.suspended()
+    for key in store.keys.values():
+        by = revoking(store.revoked, key.keyid)
+        if by is not None:
+            lines.append(f"revoked {key.keyid}  {key.comment}  ({key.source}; by {by} in {store.revoked_at.get(by)})")
+        elif reason is not None:
+            lines.append(f"suspended {key.keyid}  {key.comment}  ({key.source}): {reason}")
+    matched = {revoking(store.revoked, k) for k in store.keys}
+    for wanted in sorted(set(store.revoked) - matched):
+        lines.append(f"revocation {wanted} ({store.revoked_at.get(wanted, '-')}): matches no trusted key, "
+                     "revokes nothing now (a key with it is refused when added)")
+    if reason is not None and not store.keys:
+        lines.append(f"no key counts: {reason}")
+    return lines
 
 
 if __name__ == "__main__":

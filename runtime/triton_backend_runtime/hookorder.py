@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import PolicyError
+from .errors import PolicyError, printable
 from .regularfile import RegularFileError, read_regular
 from .verdict import Reason, reason_of
 
@@ -79,7 +79,7 @@ def imported_early(module: str, hook: str | None) -> None:
                         culprits(processed_before(hook), module))
     FOUND.append(found)
     reason = found.reason()
-    line = f"{reason.path}: {reason.message} ({reason.code})"
+    line = printable(f"{reason.path}: {reason.message} ({reason.code})")  # a file name may hold a newline
     if policy == STRICT and not _runtime_cli():
         sys.stderr.write(f"triton-backend-runtime: error: {line}; policy strict stops this process (remove that "
                          f"import, or set {pol.POLICY_ENV}=warn)\n")

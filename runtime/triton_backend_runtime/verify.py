@@ -161,11 +161,13 @@ def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdic
     envelope = dsse.decode(data, where)
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
         raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type[:100]!r} is not ours")
-    known = [s for s in envelope.signatures if s.keyid in trust.keys or s.keyid in trust.revoked]
+    known = _known(envelope.signatures, trust)
     if not known:
         verdict.status = UNVERIFIED
         keyids = ", ".join(s.keyid[:16] for s in envelope.signatures)
         verdict.note = f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)"
+        if trust.suspended() and any(s.keyid in trust.keys for s in envelope.signatures):
+            verdict.note = f"signed by {keyids}; {trust.suspended()}"
         verdict.signature = "untrusted" if keyids else "unsigned"
         verdict.signers = [s.keyid for s in envelope.signatures]
         return dsse.unverified_payload(envelope), ()
@@ -174,6 +176,14 @@ def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdic
     verdict.signature = "trusted"
     verdict.signers = [_signer(trust, k) for k in verified.keyids]
     return verified.payload, verified.keyids
+
+
+def _known(signatures: tuple[dsse.Signature, ...], trust: TrustStore) -> list[dsse.Signature]:
+    """The signatures whose verification decides (a trusted or a revoked key's); none while the
+    revocation list is unreadable (no key counts then: the manifest grants no trust)."""
+    if trust.suspended():
+        return []
+    return [s for s in signatures if s.keyid in trust.keys or trust.revoked_by(s.keyid)]
 
 
 def _signer(trust: TrustStore, keyid: str) -> str:
