@@ -28,10 +28,10 @@ wheel to migrate. ``adopt`` takes the distribution as it is installed, in three 
    that differs from RECORD is accepted when the manifest on disk is signed by that key and
    vouches for it as it is.
 
-Plugins (:mod:`.plugininfo`): what each says about itself is captured as ``migrate`` does,
-in the same isolated child, from the installed files in place, each held to the file as
-hashed (:class:`InstalledFiles`); a plugin that ships no ``libtriton.so`` is called against
-the one installed beside it.
+Plugins (:mod:`.plugininfo`): as with ``migrate``, no plugin code runs unless asked
+(``--capture-plugins``); then what each says about itself is captured in the same sandbox,
+from the installed files in place, each held to the file as hashed (:class:`InstalledFiles`);
+a plugin that ships no ``libtriton.so`` is called against the one installed beside it.
 
 ``--wheel-out DIR`` leaves the installed files alone and writes a wheel instead: the checked
 files, read again and compared with what was checked, into a plain wheel, which ``migrate``
@@ -91,6 +91,7 @@ from .assemble import Injection
 from .elf import ELF_MAGIC, scan_elf
 from .epoch import source_date_epoch
 from .errors import ElfError, InputError, InstalledError
+from .migrate import Options as MigrateOptions
 from .migrate import Outcome, migrate_wheel, plan_migration
 from .rewrite import check_coverage
 from .signing import SigningKey, seal
@@ -154,9 +155,10 @@ class Adoption(Outcome):
 
 
 def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
-          against: str | None = None, jobs: int = 1) -> Adoption:
+          against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off") -> Adoption:
     """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
-    several to search: :func:`find_site`); errors land in the outcome."""
+    several to search: :func:`find_site`); errors land in the outcome. ``capture``: whether
+    and where its plugins' code runs to ask them (:data:`.plugininfo.Policy`; not by default)."""
     searched = [sites] if isinstance(sites, Path) else list(sites)
     outcome = Adoption(searched[0] / name)
     started = time.perf_counter()
@@ -169,9 +171,9 @@ def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out
         if against is not None:
             check_against(installed, checked, key, against, outcome)
         if wheel_out is not None:
-            _adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome)
+            _adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture)
         else:
-            _adopt_in_place(installed, checked, key, outcome)
+            _adopt_in_place(installed, checked, key, outcome, capture)
     except TrustError as exc:
         outcome.error, outcome.status = exc, "failed"
     except OSError as exc:  # no space left, a read-only .dist-info: this distribution's failure
@@ -635,11 +637,13 @@ def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
 
 
 def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
-                  outcome: Adoption) -> dict[str, bytes]:
+                  outcome: Adoption, capture: plugininfo.Policy = "off") -> dict[str, bytes]:
     """``.dist-info`` path -> final bytes: the signed manifest and the files planned beside it."""
     contents = contents_of(installed, checked)
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
-    injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins)
+    injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins,
+                                                 capture)
+    outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
     _keep_equivalent_entry_points(injection, contents.read_member)
     check_coverage(contents, injection, installed.full)
     return {installed.manifest_path: seal(injection.manifest, key), **injection.files}
@@ -650,13 +654,15 @@ class InstalledFiles:
     """The checked files as :mod:`.plugininfo` hands them to the child, in place: a copy of
     ``libtriton.so`` (500 MB) would cost most of what checking the whole install costs. Each
     is opened again as it was checked (confined, regular, no final symlink) and must be the
-    file as hashed (device, inode, size, mtime and ctime); the child opens that very
-    descriptor (``/proc/self/fd/N``, inherited), and after the calls each must still be as
-    hashed: a write in between sets its ctime, which no unprivileged process can set back."""
+    file as hashed (device, inode, size, mtime and ctime); an empty placeholder stands for it
+    in the plugin's private directory, onto which the sandbox's own code bind-mounts the file
+    read-only, refusing any other inode than the one held (the plugin gets no descriptor into
+    the real tree). After the calls each must still be as hashed: a write in between sets its ctime,
+    which no unprivileged process can set back."""
 
     installed: Installed
     checked: dict[str, Checked]
-    placed: list[tuple[int, Checked]] = field(default_factory=list)
+    placed: list[tuple[int, Checked, Path]] = field(default_factory=list)
 
     def place(self, artifact: Artifact, into: Path, name: str) -> Path:
         item = self.checked.get(artifact.path)
@@ -666,39 +672,40 @@ class InstalledFiles:
         if _identity(st) != item.identity:
             os.close(fd)
             raise InstalledError("changed", item.full, "changed since it was checked against RECORD; not calling it")
-        self.placed.append((fd, item))
         into.mkdir(mode=0o700, exist_ok=True)
-        link = into / name
-        link.symlink_to(f"/proc/self/fd/{fd}")
-        return link
+        placeholder = into / name
+        placeholder.touch(mode=0o600, exist_ok=False)
+        self.placed.append((fd, item, placeholder))
+        return placeholder
 
-    def inherited(self) -> tuple[int, ...]:
-        return tuple(fd for fd, _ in self.placed)
+    def held(self) -> tuple[tuple[int, Path, Path], ...]:
+        return tuple((fd, placeholder, Path(item.full)) for fd, item, placeholder in self.placed)
 
     def confirm(self) -> None:
-        for fd, item in self.placed:
+        for fd, item, _ in self.placed:
             if _identity(os.fstat(fd)) != item.identity:
                 raise InstalledError("changed", item.full, "changed while its plugin was being asked; not signing it")
 
     def close(self) -> None:
-        for fd, _ in self.placed:
+        for fd, _, _ in self.placed:
             os.close(fd)
         self.placed.clear()
 
 
 def capture_plugins(installed: Installed, checked: list[Checked], artifacts: list[Artifact],
-                    plugins: list[Plugin]) -> list[Plugin]:
+                    plugins: list[Plugin], policy: plugininfo.Policy = "off") -> list[Plugin]:
     """What each plugin says about itself (``tritonGetPluginInfo``), as ``migrate`` captures
     it from a wheel, in the same isolated child, from the installed files held to what was
     hashed (:class:`InstalledFiles`). A plugin that needs ``libtriton.so`` and ships none is
     called against the Triton installed beside it (the same site-packages), else the Triton
-    importable here; it is ``captured: false``, with the reason, when it cannot be."""
-    if not plugins:
-        return plugins
+    importable here; it is ``captured: false``, with the reason, when it cannot be, and
+    ``not-run`` unless ``policy`` asks for it."""
+    if not plugins or policy == "off":
+        return plugininfo.not_run(plugins)
     beside = _libtriton_beside(installed)
     files = InstalledFiles(installed, {c.path: c for c in checked})
     try:
-        return plugininfo.capture_from(files, artifacts, plugins, libtriton=beside,
+        return plugininfo.capture_from(files, artifacts, plugins, libtriton=beside, policy=policy,
                                        label="installed beside it" if beside else plugininfo.BUILD_ENVIRONMENT)
     finally:
         files.close()
@@ -734,8 +741,9 @@ def _keep_equivalent_entry_points(injection: Injection, read: Callable[[str], by
 # --- write -----------------------------------------------------------------------------------
 
 
-def _adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption) -> None:
-    files = plan_and_seal(installed, checked, key, outcome)
+def _adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
+                    capture: plugininfo.Policy = "off") -> None:
+    files = plan_and_seal(installed, checked, key, outcome, capture)
     outcome.written = write_in_place(installed, files)
     outcome.status = "adopted" if outcome.status == "migrated" else outcome.status
     outcome.output = Path(installed.full(installed.manifest_path))
@@ -773,7 +781,7 @@ def _updated_rows(installed: Installed, files: dict[str, bytes]) -> list[records
 
 
 def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
-                      outcome: Adoption) -> None:
+                      outcome: Adoption, capture: plugininfo.Policy = "off") -> None:
     """A plain wheel of the checked files in a scratch directory of ``out_dir``, then ``migrate``
     into ``out_dir``. The plain wheel is written unnamed (the one atomic writer) and named
     only when whole; the scratch directory carries this process's pid, and the next run
@@ -785,7 +793,7 @@ def _adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Pat
         plain = scratch / wheel_filename(installed)
         with atomic_output(str(plain), durable=False) as stream:
             write_plain_wheel(stream, installed, checked)
-        migrated = migrate_wheel(plain, out_dir, key, jobs=jobs)
+        migrated = migrate_wheel(plain, out_dir, key, jobs=jobs, options=MigrateOptions(capture=capture))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for name in ("output", "status", "backends", "plugins", "artifacts", "native", "signed_by", "warnings"):

@@ -278,6 +278,11 @@ def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable:
     )
 
 
+#: ``capture-plugins`` (config) -> :data:`.plugininfo.Policy`. "auto" may run a plugin outside a
+#: sandbox: the build has run the vendor's own code (setup.py, CMake) in this process already.
+_CAPTURE: dict[str, Any] = {"auto": "sandbox-or-unsafe", "sandbox": "sandbox", "off": "off"}
+
+
 def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, wheel: Path | None) -> list[Any]:
     """The wheel's plugins, each with its declared contract and (from ``wheel``) captured info."""
     from . import assemble, plugininfo
@@ -291,7 +296,9 @@ def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, whee
     declared = {s.path: s.contract for s in cfg.plugins}
     plugins = [replace(p, contract=declared.get(p.path)) for p in plugins]
     if wheel is not None:
-        plugins = plugininfo.capture_all(wheel, contents.artifacts, plugins)
+        plugins = plugininfo.capture_all(wheel, contents.artifacts, plugins, policy=_CAPTURE[cfg.capture_plugins])
+        for warning in plugininfo.warnings(plugins, str(wheel)):
+            print(f"backend-packager: warning: {warning}", file=sys.stderr)
     for plugin in plugins:
         for warning in plugininfo.check_contract(plugin, "pyproject.toml"):
             print(f"backend-packager: warning: {warning}", file=sys.stderr)

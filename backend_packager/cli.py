@@ -130,13 +130,33 @@ def key_paths(private: Path) -> tuple[Path, Path]:
 
 
 def _signing_key(path: Path | None) -> Any:
-    """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only)."""
+    """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only).
+    Called before any input is opened: the key's path and its passphrase are taken out of
+    the environment first, so that no child (and nothing that reads this process's
+    ``/proc/PID/environ``) finds them."""
     from . import signing
     from .config import SIGNING_KEY_ENV
 
-    if path is None and os.environ.get(SIGNING_KEY_ENV):
-        path = Path(os.environ[SIGNING_KEY_ENV])
-    return signing.load(path) if path else None
+    named = signing.take_env(SIGNING_KEY_ENV)
+    passphrase = signing.take_env(signing.PASSPHRASE_ENV)
+    if path is None and named:
+        path = Path(named)
+    return signing.load(path, passphrase.encode() if passphrase else None) if path else None
+
+
+def _capture_policy(args: argparse.Namespace) -> Any:
+    """--capture-plugins[-unsafe-no-sandbox] as a :data:`.plugininfo.Policy` (off by
+    default: loading a plugin runs its code); the unsafe flag warns where it takes effect."""
+    if args.capture_plugins_unsafe_no_sandbox:
+        from .sandbox import available
+
+        why = available()
+        if why is not None:
+            print(f"backend-packager: warning: no sandbox can be made here ({printable(why)}): "
+                  "--capture-plugins-unsafe-no-sandbox runs each plugin's code as this user, where it can read "
+                  "the signing key", file=sys.stderr)
+        return "sandbox-or-unsafe"
+    return "sandbox" if args.capture_plugins else "off"
 
 
 def _backend_overrides(values: list[str]) -> dict[str, str]:
@@ -167,7 +187,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if plain:
             _print_outcome(outcome, args.quiet)
 
-    options = Options(triton_package=args.triton_package, rewrite_record=args.rewrite_record)
+    options = Options(triton_package=args.triton_package, rewrite_record=args.rewrite_record,
+                      capture=_capture_policy(args))
     outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
                             progress=bar.on_bytes, done=done, drop_signature=args.drop_signature, options=options)
     bar.close()
@@ -224,8 +245,10 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if args.site_packages is not None and not args.site_packages.is_dir():
         raise InputError("site-packages", str(args.site_packages), "not a directory")
     sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
+    capture = _capture_policy(args)
     outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out,
-                      against=args.against, jobs=args.jobs) for name in args.dists]
+                      against=args.against, jobs=args.jobs, capture=capture)
+                for name in args.dists]
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))
@@ -298,7 +321,8 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             print("backend-packager: error: mirror needs --key (or $BACKEND_PACKAGER_SIGNING_KEY)", file=sys.stderr)
             return EXIT_USAGE
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
-                            pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks)
+                            pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
+                            capture=_capture_policy(args))
     except TrustError as exc:  # a source, the key or the lock: the run could not start
         _fail(args, exc)
         return EXIT_USAGE
@@ -465,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--drop-signature", action="store_true",
                          help="without --key, migrate a signed wheel anyway: its output is hash-only")
     _add_key(migrate, "; without one the manifest is hash-only")
+    _add_capture(migrate)
     _add_jobs(migrate, "wheels (or, for one wheel, members) processed in parallel")
     migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
                          help="declare a backend explicitly (repeatable); overrides discovery")
@@ -493,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     adopt.add_argument("--site-packages", type=Path, metavar="DIR",
                        help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
     _add_key(adopt)
+    _add_capture(adopt)
     adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
     adopt.add_argument("--against", metavar="WHEEL|INDEX",
                        help="compare every installed file with the published release, not only with RECORD on "
@@ -517,6 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
     _add_key(mirror)
+    _add_capture(mirror)
     _add_jobs(mirror, "wheels processed in parallel")
     mirror.add_argument("--pass-through-failures", action="store_true",
                         help="serve a wheel that cannot be migrated unchanged instead of leaving it out")
@@ -580,6 +607,16 @@ def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
     # config.SIGNING_KEY_ENV, spelled out: importing config (tomllib) costs every command ~30 ms.
     parser.add_argument("--key", type=Path,
                         help=f"Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY{note}")
+
+
+def _add_capture(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--capture-plugins", action="store_true",
+                        help="ask each Triton plugin library what it provides (tritonGetPluginInfo), in a sandbox "
+                        "(user, PID, mount and network namespaces; see docs/plugin-capture.md); where none can be "
+                        "made the plugin is recorded 'no-sandbox'. Default: no plugin code runs ('not-run')")
+    parser.add_argument("--capture-plugins-unsafe-no-sandbox", action="store_true",
+                        help="as --capture-plugins, but where no sandbox can be made run the plugin's code anyway, "
+                        "as this user: it can then read the signing key and everything else you can")
 
 
 def _add_jobs(parser: argparse.ArgumentParser, what: str) -> None:

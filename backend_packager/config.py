@@ -10,6 +10,7 @@ Example::
     require-signature = true              # no key -> error, no wheel
     repair = "auditwheel"                 # optional: repair before the scan
     inner-backend = "setuptools.build_meta"
+    capture-plugins = "auto"              # ask plugins what they provide: auto | sandbox | off
 
 Every problem raises :class:`~backend_packager.errors.ConfigError` whose path is the
 ``pyproject.toml`` and whose detail names the key (``tool.backend-packager.<key>``) and what
@@ -46,10 +47,14 @@ else:  # pragma: no cover - Python 3.10
 TABLE = "tool.backend-packager"
 DEFAULT_INNER_BACKEND = "setuptools.build_meta"
 REPAIR_TOOLS = ("auditwheel",)
+#: ``capture-plugins``: "auto" asks each plugin in a sandbox, or (none can be made) as the
+#: build itself runs, where the vendor's own code runs anyway; "sandbox" only in a sandbox
+#: (else ``no-sandbox``); "off" runs no plugin code (``not-run``).
+CAPTURE_CHOICES = ("auto", "sandbox", "off")
 
 _KEYS = {
     "backends", "protocol-version", "triton", "signing-key", "require-signature", "repair",
-    "inner-backend", "inner-backend-path", "plugins",
+    "inner-backend", "inner-backend-path", "plugins", "capture-plugins",
 }
 _BACKEND_KEYS = {"name", "package", "targets"}
 # Entry-point names are matched case-sensitively and must not contain '=' (entry points spec).
@@ -87,6 +92,7 @@ class Config:
     inner_backend: str
     inner_backend_path: tuple[Path, ...]
     plugins: tuple[PluginSpec, ...] = ()
+    capture_plugins: str = "auto"
 
     def entry_points(self) -> dict[str, str]:
         """The ``[triton.backends]`` group this configuration injects."""
@@ -134,6 +140,8 @@ def parse(table: object, project: Path, where: Path, environ: Mapping[str, str],
                                     "an importable backend such as 'setuptools.build_meta'"),
         inner_backend_path=tuple(project / p for p in reader.strings("inner-backend-path")),
         plugins=_plugins(reader),
+        capture_plugins=_choice(reader.table.get("capture-plugins", "auto"), CAPTURE_CHOICES, reader,
+                                "capture-plugins"),
     )
 
 

@@ -17,6 +17,7 @@ from triton_backend_runtime.manifest import COVERAGE_ALL, MANIFEST_FILENAME, Elf
 from triton_backend_runtime.statement import manifest_from_statement
 
 from .errors import ManifestError
+from .plugininfo import reported_where
 from .wheelfile import WheelArchive, manifest_member
 
 
@@ -118,6 +119,8 @@ def plugin_json(plugin: Plugin) -> dict[str, Any]:
         "api": plugin.api,
         "captured": bool(info and info.captured),
         "reason_code": info.reason_code if info else "not-recorded",
+        "reported_by": "plugin" if info and info.captured else None,
+        "ran_in": info.ran_in if info else None,
         "info": schema.encode(info) if info else None,
         "declared": schema.encode(plugin.contract) if plugin.contract else None,
     }
@@ -134,6 +137,7 @@ def plugin_lines(plugin: Plugin) -> list[str]:
         against = f", against {info.libtriton}" if info.libtriton else ""
         lines = [f"captured:  {info.name} {info.version}, plugin API {info.api_version}, "
                  f"built for Triton {info.triton_version}{against}",
+                 f"  as reported by the plugin ({reported_where(info)})",
                  f"  passes:   {', '.join(f'{p.name} {p.version}' for p in info.passes) or 'none'}",
                  f"  dialects: {', '.join(f'{d.name} {d.version}' for d in info.dialects) or 'none'}",
                  f"  ops:      {', '.join(info.ops) or 'none'}"]

@@ -87,10 +87,12 @@ class Outcome:
 class Options:
     """What only some migrations need: ``triton_package`` names the Triton package when the
     wheel cannot tell; ``rewrite_record`` migrates a wheel whose RECORD or tags disagree
-    with its contents, from the contents."""
+    with its contents, from the contents; ``capture`` whether and where the plugins' code
+    runs to ask them what they provide (by default it does not: the wheel is not ours)."""
 
     triton_package: str | None = None
     rewrite_record: bool = False
+    capture: plugininfo.Policy = "off"
     #: The input wheel's descriptor (:func:`migrate_wheel` sets it): every read of the input
     #: is through it, never by its path again.
     source_fd: int | None = None
@@ -194,8 +196,10 @@ def plan_migration(
         requirements=requirements, provenance=_repaired(provenance, repairs, outcome.source, options.source_fd),
         epoch=epoch,
         protocol_version=protocol, triton_package=package,
-        plugins=plugininfo.migrated_plugins(contents.artifacts, previous.plugins if previous else [], wheel),
+        plugins=plugininfo.migrated_plugins(contents.artifacts, previous.plugins if previous else [], wheel,
+                                            options.capture),
     )
+    outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
     manifest = injection.manifest
     outcome.status = "re-signed" if contents.existing_manifest is not None else "migrated"
     outcome.backends = [b.name for b in backends]

@@ -56,6 +56,7 @@ from .fsutil import atomic_output, atomic_write
 
 if TYPE_CHECKING:
     from .migrate import ByteProgress
+    from .plugininfo import Policy
     from .signing import SigningKey
 
 STATE_FILE = ".mirror-state.json"
@@ -535,6 +536,7 @@ class _Context:
     pass_through: bool
     hooks: Hooks
     previous: State | None
+    capture: Policy = "off"
     #: Outputs written into staging by this run: linked into the new index from there, then
     #: renamed into OUTDIR once that index is served.
     staged: list[str] = field(default_factory=list)
@@ -550,8 +552,11 @@ def mirror(
     pass_through: bool = False,
     wait: bool = True,
     hooks: Hooks | None = None,
+    capture: Policy = "off",
 ) -> Run:
-    """Bring ``outdir`` up to date with the wheels of ``roots``; see the module docstring."""
+    """Bring ``outdir`` up to date with the wheels of ``roots``; see the module docstring.
+    ``capture``: whether and where plugins' code runs (:data:`.plugininfo.Policy`); the
+    state records it with the tool, so a change redoes every wheel."""
     hooks = hooks or Hooks()
     outdir.mkdir(parents=True, exist_ok=True)
     with locked(outdir, wait, hooks.waiting):
@@ -559,7 +564,7 @@ def mirror(
         previous, state_warnings = load_state(outdir)
         staging = _fresh_staging(outdir)
         mirrorindex.prune(outdir)  # what a killed run left
-        ctx = _Context(outdir, staging, key, __version__, pass_through, hooks, previous)
+        ctx = _Context(outdir, staging, key, _tool(capture), pass_through, hooks, previous, capture)
         sources, duplicates = _unique(sources)
         if hooks.start:
             hooks.start([s.path for s in sources])
@@ -574,7 +579,7 @@ def mirror(
         _step(hooks, "placed")
         _remove_orphans(outdir, previous, entries)
         _record_outputs(outdir, entries, previous, ctx.staged)
-        state = State(__version__, key.public.keyid, entries)
+        state = State(ctx.tool, key.public.keyid, entries)
         _write_if_changed(outdir / STATE_FILE, _encode_state(state))
         _step(hooks, "state")
         mirrorindex.prune(outdir)
@@ -802,6 +807,12 @@ def _sha256_fd(fd: int) -> str:
     return digest.hexdigest()
 
 
+def _tool(capture: Policy) -> str:
+    """What made the outputs: the packager's version, and how plugins were asked (a manifest
+    records ``not-run`` or what the plugin reported, so another choice is another output)."""
+    return __version__ if capture == "off" else f"{__version__}; capture-plugins={capture}"
+
+
 def _migrate(source: Source, fd: int, ctx: _Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
              hasher: Hasher, opened: list[int]) -> Finish:
     """Migrate into staging; keep the output when the wheel has a backend or a plugin, else
@@ -811,7 +822,7 @@ def _migrate(source: Source, fd: int, ctx: _Context, jobs: int, fingerprint: lis
 
     staged = ctx.staging / source.filename
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
-                            options=Options(source_fd=fd))
+                            options=Options(source_fd=fd, capture=ctx.capture))
     kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
     output_hash = None
     if kind == MIGRATED:

@@ -18,30 +18,38 @@ guessed: such a library is recorded ``captured: false`` (``api-version``), as ar
 libraries, whose entry points' signatures Triton's public header does not give.
 
 The call runs plugin code (its constructors, the entry point), so it never runs in the
-packager: a child interpreter (``python -I``, an empty environment but ``LD_LIBRARY_PATH``)
-limits its own address space (``RLIMIT_AS``), core size and file size before it
-``dlopen``\\ s anything, dies with the packager (``PR_SET_PDEATHSIG``), writes its answer to
-a file (not stdout, which the plugin may print to) and is killed with its process group
-after a timeout. The answer is hostile input: read within a size bound and decoded field
-by field. The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
+packager, and by default not at all: ``migrate``, ``mirror`` and ``adopt`` record every plugin
+``captured: false`` (``not-run``) unless asked (:data:`Policy`). When asked, it runs in the
+:mod:`.sandbox` (namespaces of its own, a filesystem holding only the interpreter, the
+system libraries and the plugin's private directory, no environment but
+``LD_LIBRARY_PATH``, no descriptors, limits on address space, core and file size, a
+timeout); where no sandbox can be made, it is refused (``no-sandbox``) unless the unsafe
+policy runs it as a plain child of the signer. The child writes its answer to a file (not
+stdout, which the plugin may print to). The answer is hostile input: read within a size bound
+(never through a symlink, never from a FIFO) and decoded field by field, and recorded as
+what the plugin reported (``PluginInfo.ran_in``), never as a fact the signer checked.
+
+The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
 (``triton/_C/libtriton.so``, as Triton's own ``triton/plugins/*.so`` need), else from the
 Triton installed where the packager runs; other ``NEEDED`` libraries the wheel ships are
 extracted beside it. Every extracted file is checked against the sha256 the wheel's pass
 computed, so what answers is what gets signed. ``adopt`` has no wheel: :func:`capture_from`
-takes the installed files instead (the same child; how they are held to what was hashed is
-the caller's :class:`Files`), and the ``libtriton.so`` installed beside the distribution
-when it ships none. Private temporary directories carry the
-packager's pid; one left by a killed packager is removed by the next capture.
+takes the installed files instead (the same sandbox; how they are held to what was hashed
+is the caller's :class:`Files`: descriptors the sandbox bind-mounts read-only), and the
+``libtriton.so`` installed beside the distribution when it ships none. Private temporary
+directories carry the packager's pid; one left by a killed packager is removed by the next capture.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
 import platform
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -50,13 +58,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from triton_backend_runtime import jsonlimits
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.errors import ManifestError
 
-from . import fsutil
+from . import fsutil, sandbox
 from .errors import ConfigError, WheelError
 
 #: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
@@ -66,6 +74,15 @@ BUILD_ENVIRONMENT = "build environment"
 _TMP_PREFIX = "backend-packager-plugin-"
 _HOST_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 _CHUNK = 1 << 20
+SANDBOX, UNSANDBOXED = "sandbox", "unsandboxed"
+
+#: Whether and where a plugin's code runs to ask it: ``off`` never (``not-run``, the default
+#: for input the packager did not build); ``sandbox`` only in a :mod:`.sandbox` (else
+#: ``no-sandbox``); ``sandbox-or-unsafe`` in a sandbox where one can be made, else as the
+#: signer, with a warning (``--capture-plugins-unsafe-no-sandbox``, the build hook's "auto");
+#: ``unsafe`` never in a sandbox (benchmarks and tests only: no option reaches it).
+Policy = Literal["off", "sandbox", "sandbox-or-unsafe", "unsafe"]
+POLICIES: tuple[Policy, ...] = ("off", "sandbox", "sandbox-or-unsafe", "unsafe")
 
 
 @dataclass(frozen=True)
@@ -80,11 +97,12 @@ class Limits:
     text: int = 1024
 
 
-# The child: sets its limits first, then loads the plugin and reads the struct. Kept free of
-# anything but ctypes/json/resource so that nothing of the packager is imported there.
-CHILD = r"""
-import ctypes, json, os, resource, signal, sys
-plugin, answer, memory, items, text, parent = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+# The call, run in the sandbox (:mod:`.sandbox`, which sets the limits) or, unsafe, in a plain
+# child after PRELUDE. Kept free of anything but ctypes/json so that nothing of the packager is
+# imported there. argv: plugin, answer, items, text.
+PRELUDE = r"""
+import ctypes, os, resource, signal, sys
+memory, parent = int(sys.argv.pop()), int(sys.argv.pop())
 try:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the packager
 except (OSError, AttributeError):
@@ -94,6 +112,10 @@ if os.getppid() != parent:
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+"""
+CHILD = r"""
+import ctypes, json, os, sys
+plugin, answer, items, text = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 P = ctypes.c_void_p
 def say(doc):
     with open(answer, "w") as out:
@@ -150,8 +172,11 @@ class Files(Protocol):
         """``into/name`` holding the bytes ``artifact`` describes; a TrustError when it cannot."""
         ...
 
-    def inherited(self) -> tuple[int, ...]:
-        """Descriptors the child must inherit to open what was placed."""
+    def held(self) -> tuple[tuple[int, Path, Path], ...]:
+        """What was placed as an empty placeholder: the descriptor held on the file as
+        checked, the placeholder, and the file's path. The sandbox bind-mounts the file
+        read-only onto its placeholder (its own code, before the plugin's runs) and checks
+        that it mounted the held inode; the plugin gets no descriptor."""
         ...
 
     def confirm(self) -> None:
@@ -168,7 +193,7 @@ class WheelMembers:
     def place(self, artifact: m.Artifact, into: Path, name: str) -> Path:
         return _extract(artifact, self.wheel, into, name)
 
-    def inherited(self) -> tuple[int, ...]:
+    def held(self) -> tuple[tuple[int, Path, Path], ...]:
         return ()
 
     def confirm(self) -> None:
@@ -185,27 +210,31 @@ class _Source:
     env_libtriton: Path | None
     env_label: str = BUILD_ENVIRONMENT
     extracted: dict[str, Path] = field(default_factory=dict)
+    #: "sandbox", "unsandboxed" (unsafe, on request), or why no sandbox can be made here.
+    isolation: str = "sandbox"
 
 
 def capture_all(wheel: Path, artifacts: list[m.Artifact], plugins: list[m.Plugin],
-                limits: Limits | None = None) -> list[m.Plugin]:
+                limits: Limits | None = None, *, policy: Policy = "sandbox") -> list[m.Plugin]:
     """Each plugin with ``info`` filled in: captured, or ``captured: false`` and why."""
-    return capture_from(WheelMembers(wheel), artifacts, plugins, limits)
+    return capture_from(WheelMembers(wheel), artifacts, plugins, limits, policy=policy)
 
 
 def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plugin], limits: Limits | None = None,
-                 *, libtriton: Path | None = None, label: str = BUILD_ENVIRONMENT) -> list[m.Plugin]:
+                 *, libtriton: Path | None = None, label: str = BUILD_ENVIRONMENT,
+                 policy: Policy = "sandbox") -> list[m.Plugin]:
     """:func:`capture_all` for any :class:`Files`: every file of the distribution that the
     call uses is placed by ``files``, as hashed. A ``libtriton.so`` that is not among the
     artifacts is ``libtriton`` (``adopt``: the one installed beside), else the one of the
-    Triton importable here; the manifest names its release after ``label``."""
-    if not plugins:
-        return plugins
+    Triton importable here; the manifest names its release after ``label``. ``policy``
+    says whether and where the plugins' code runs (:data:`Policy`)."""
+    if not plugins or policy == "off":
+        return not_run(plugins)
     limits = limits or Limits()
     members = {a.path: a for a in artifacts}
     env = libtriton or environment_libtriton()
     source = _Source(files, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
-                     (label if env else None), env, label)
+                     (label if env else None), env, label, isolation=_isolation(policy))
     # what a killed packager left (its pid gone): extracted libtriton copies are big
     fsutil.remove_orphan_dirs(Path(tempfile.gettempdir()), _TMP_PREFIX)
     with _private_dir() as tmp:
@@ -213,6 +242,31 @@ def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plug
                     for i, p in enumerate(plugins)]
     files.confirm()
     return captured
+
+
+def not_run(plugins: list[m.Plugin]) -> list[m.Plugin]:
+    """The plugins recorded ``captured: false`` (``not-run``): what they would say is not
+    asked, so none of their code runs; the ELF facts of the artifacts still say what they export."""
+    info = m.PluginInfo(captured=False, reason_code="not-run", reason="not asked: capturing runs the plugin's "
+                        "code, which this run was not told to do (--capture-plugins runs it in a sandbox)")
+    return [_with_info(p, dataclasses.replace(info)) for p in plugins]
+
+
+def _isolation(policy: Policy) -> str:
+    """Where the plugins' code runs under ``policy``: see :data:`Policy`."""
+    if policy == "unsafe":
+        return UNSANDBOXED
+    why = sandbox.available()
+    if why is None:
+        return SANDBOX
+    return UNSANDBOXED if policy == "sandbox-or-unsafe" else why
+
+
+def warnings(plugins: list[m.Plugin], where: str) -> list[str]:
+    """A warning for each plugin whose code ran outside a sandbox (on request)."""
+    return [f"{where}!{p.path}: the plugin's code ran WITHOUT a sandbox, as the signer (no sandbox can be made "
+            "here and it was asked for): it could read the signing key and everything the signer can"
+            for p in plugins if p.info is not None and p.info.ran_in == UNSANDBOXED]
 
 
 def _with_info(plugin: m.Plugin, info: m.PluginInfo) -> m.Plugin:
@@ -245,12 +299,19 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
                        "of its entry points are not in Triton's public header, so nothing is called")
     if elf.machine != host_machine():
         return _failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
+    if source.isolation not in (SANDBOX, UNSANDBOXED):
+        return _failed("no-sandbox", f"not asked: its code would run as the signer, and no sandbox can be made "
+                       f"here ({source.isolation}); --capture-plugins-unsafe-no-sandbox runs it anyway")
     try:
         libdirs = _libraries(elf.needed, source, tmp.parent / "lib")
         plugin = source.files.place(artifact, tmp, artifact.path.rsplit("/", 1)[-1])
     except _NoLibtriton as exc:
         return _failed("no-libtriton", str(exc))
-    info = _call(plugin, libdirs, tmp, limits, source.files.inherited())
+    if source.isolation == SANDBOX:
+        info = _call_sandboxed(plugin, libdirs, tmp, limits, source.files.held())
+    else:
+        info = _call(plugin, libdirs, tmp, limits, _as_links(source.files.held()))
+    info.ran_in = "sandbox" if source.isolation == SANDBOX else "unsandboxed"
     if info.reason:  # the same wheel gives the same manifest: no temporary path in it
         info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
     if info.captured and any(n.startswith("libtriton.so") for n in elf.needed):
@@ -329,11 +390,53 @@ def _extract(artifact: m.Artifact, wheel: Path, into: Path, name: str) -> Path:
     return target
 
 
+def _call_sandboxed(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits,
+                    held: tuple[tuple[int, Path, Path], ...]) -> m.PluginInfo:
+    """The call in the :mod:`.sandbox`: it sees the plugin's directory and the library
+    directories (read-only), and writes its answer into a directory of its own."""
+    work = tmp.parent / f"{tmp.name}.sandbox"  # beside the plugin's directory, never in it
+    out = work / "out"
+    out.mkdir(mode=0o700, parents=True)
+    answer = out / "answer.json"
+    plan = sandbox.Plan(read_only=tuple(d for d in (tmp, *libdirs) if d.is_dir()), writable=(out,),
+                        held=tuple(sandbox.Held.of(fd, source, target) for fd, target, source in held),
+                        env={"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"})
+    argv = [str(plugin), str(answer), str(limits.items), str(limits.text)]
+    ran = sandbox.run(CHILD, argv, plan, work / "root", work / "stderr",
+                      sandbox.Limits(timeout=limits.timeout, memory=limits.memory))
+    if ran.status == "no-sandbox":
+        return _failed("no-sandbox", f"the sandbox could not be made: {ran.detail}")
+    if ran.status == "timeout":
+        return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
+    if ran.code != 0:
+        why = f"signal {_signal_name(ran.code)}" if ran.status == "signalled" else f"exit status {ran.code}"
+        return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(work / 'stderr')}")
+    return _decode(answer, limits)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _as_links(held: tuple[tuple[int, Path, Path], ...]) -> tuple[int, ...]:
+    """Unsandboxed (unsafe) only: each placeholder becomes a link to its descriptor, which
+    the child inherits."""
+    for fd, placeholder, _ in held:
+        if not placeholder.is_symlink():
+            placeholder.unlink()
+            placeholder.symlink_to(f"/proc/self/fd/{fd}")
+    return tuple(fd for fd, _, _ in held)
+
+
 def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits, fds: tuple[int, ...] = ()) -> m.PluginInfo:
+    """The call in a plain child of the same user: unsafe, for ``unsandboxed`` only."""
     answer = tmp / f"answer-{plugin.name}.json"
     answer.unlink(missing_ok=True)
-    argv = [sys.executable, "-I", "-c", CHILD, str(plugin), str(answer), str(limits.memory), str(limits.items),
-            str(limits.text), str(os.getpid())]
+    argv = [sys.executable, "-I", "-S", "-c", PRELUDE + CHILD, str(plugin), str(answer), str(limits.items),
+            str(limits.text), str(os.getpid()), str(limits.memory)]
     env = {"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"}
     with open(tmp / "stderr", "wb") as err:
         child = subprocess.Popen(argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -368,12 +471,21 @@ def _tail(path: Path) -> str:
 
 def _decode(answer: Path, limits: Limits) -> m.PluginInfo:
     try:
-        with answer.open("rb") as stream:
-            data = stream.read(limits.answer_bytes + 1)
+        data = _read_answer(answer, limits.answer_bytes + 1)
         doc = jsonlimits.loads(data, str(answer), ManifestError, limit=limits.answer_bytes)
         return _info(doc, limits)
     except Exception as exc:  # the child ran the plugin's code: its answer is hostile, any shape
         return _failed("call-failed", f"no usable answer from the child: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def _read_answer(answer: Path, limit: int) -> bytes:
+    """The answer file, which the plugin could have replaced: a regular file, never followed
+    through a symlink (to the key), never a FIFO that blocks."""
+    fd = os.open(answer, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("the answer is not a regular file")
+        return stream.read(limit)
 
 
 def _info(doc: Any, limits: Limits) -> m.PluginInfo:
@@ -436,8 +548,15 @@ def describe(info: m.PluginInfo | None) -> str:
         return "not captured (manifest before schema 1.2)"
     if not info.captured:
         return f"not captured: {info.reason_code}: {info.reason}"
-    return (f"{info.name} {info.version} (plugin API {info.api_version}, built for Triton {info.triton_version}): "
-            f"{len(info.passes)} passes, {len(info.dialects)} dialects, {len(info.ops)} ops")
+    return (f"as reported by the plugin ({reported_where(info)}): {info.name} {info.version} (plugin API "
+            f"{info.api_version}, built for Triton {info.triton_version}): {len(info.passes)} passes, "
+            f"{len(info.dialects)} dialects, {len(info.ops)} ops")
+
+
+def reported_where(info: m.PluginInfo) -> str:
+    """Whose word a captured ``PluginInfo`` is: the plugin's own, never checked by the signer."""
+    where = {SANDBOX: "in a sandbox", UNSANDBOXED: "WITHOUT a sandbox"}.get(info.ran_in or "", "before schema 1.4")
+    return f"its own code, run {where}; not checked by the signer" if info.ran_in else f"recorded {where}; unchecked"
 
 
 
@@ -485,11 +604,13 @@ def _check_range(spec: str, info: m.PluginInfo, path: str, where: str, key: str)
                           f"Triton {info.triton_version}, outside the declared range {spec!r}")
 
 
-def migrated_plugins(artifacts: list[m.Artifact], previous: list[m.Plugin], wheel: Path | None) -> list[m.Plugin]:
+def migrated_plugins(artifacts: list[m.Artifact], previous: list[m.Plugin], wheel: Path | None,
+                     policy: Policy = "off") -> list[m.Plugin]:
     """A migrated wheel's plugins: contracts a previous manifest declared are kept (re-signing
-    keeps declarations), what the libraries say is captured anew from ``wheel``."""
+    keeps declarations), what the libraries say is captured anew from ``wheel`` under
+    ``policy`` (by default not: ``not-run``); without a wheel (``adopt``) it is left to the caller."""
     from .assemble import find_plugins
 
     declared = {p.path: p.contract for p in previous}
     plugins = [m.Plugin(path=p.path, api=p.api, contract=declared.get(p.path)) for p in find_plugins(artifacts)]
-    return capture_all(wheel, artifacts, plugins) if wheel is not None else plugins
+    return capture_all(wheel, artifacts, plugins, policy=policy) if wheel is not None else plugins

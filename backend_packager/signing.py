@@ -57,15 +57,16 @@ def generate(private_path: Path, public_path: Path, comment: str, passphrase: by
     return public
 
 
-def load(path: Path) -> SigningKey:
-    """Read a PEM private key; its passphrase, if any, comes from PASSPHRASE_ENV."""
+def load(path: Path, passphrase: bytes | None = None) -> SigningKey:
+    """Read a PEM private key; its passphrase is ``passphrase``, else PASSPHRASE_ENV's."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     data = read_input(path, MAX_KEY_FILE)
-    passphrase = os.environ.get(PASSPHRASE_ENV)
+    if passphrase is None and os.environ.get(PASSPHRASE_ENV):
+        passphrase = os.environ[PASSPHRASE_ENV].encode()
     try:
-        private = serialization.load_pem_private_key(data, passphrase.encode() if passphrase else None)
+        private = serialization.load_pem_private_key(data, passphrase or None)
     except TypeError:
         raise ConfigError("key", str(path), f"the key is encrypted: set {PASSPHRASE_ENV}") from None
     except ValueError as exc:
@@ -73,6 +74,28 @@ def load(path: Path) -> SigningKey:
     if not isinstance(private, Ed25519PrivateKey):
         raise ConfigError("key", str(path), f"expected an Ed25519 key, found {type(private).__name__}")
     return SigningKey(private, _public_of(private, "", str(path)))
+
+
+def take_env(name: str) -> str | None:
+    """Read ``name`` from the environment and remove it, so that no child inherits it: from
+    ``os.environ`` (and the C environment, which children get), and its bytes in the
+    process's own environment block are overwritten with NULs, where ``/proc/PID/environ``
+    of this process would still show them."""
+    import ctypes
+    import posix
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_void_p
+        libc.getenv.argtypes = [ctypes.c_char_p]
+        address = libc.getenv(name.encode())
+        if address:  # where the value's bytes are: the startup block, or the heap (putenv)
+            ctypes.memset(address, 0, len(ctypes.string_at(address)))
+    except (OSError, AttributeError):
+        pass
+    value = os.environ.pop(name, None)  # and unsetenv(3)
+    posix.environ.pop(name.encode(), None)  # os.environ's source, read once at startup
+    return value
 
 
 def seal(manifest: Manifest, key: SigningKey | None) -> bytes:

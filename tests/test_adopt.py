@@ -531,21 +531,22 @@ def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust
     """adopt records what ``migrate`` records for the same wheel, with the build
     environment's Triton the one installed beside."""
     wheel, site = plugpack(elf_files, tmp_path)
-    done = run_cli("adopt", "plugpack", "--site-packages", str(site), "--key", str(key_file(trust)), "--json")
+    done = run_cli("adopt", "plugpack", "--site-packages", str(site), "--key", str(key_file(trust)), "--json",
+                   "--capture-plugins")
     assert done.returncode == 0, done.stdout + done.stderr
     adopted = {p.path: p for p in manifest_plugins((site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).read_bytes())}
     shared, old, contract = (adopted[f"plugpack/lib{n}.so"].info for n in ("shared", "old", "contract"))
     assert shared is not None and shared.captured, shared
     assert (shared.name, shared.version, shared.triton_version, shared.libtriton) == ("shared", "1.0", "3.9.0", None)
     assert old is not None and (old.captured, old.reason_code) == (False, "api-version")
-    assert contract is not None and contract.captured, contract
+    assert contract is not None and contract.captured and contract.ran_in == "sandbox", contract
     assert [p.name for p in contract.passes] == ["contract-lower", "contract-fuse"]
     assert contract.libtriton == "installed beside it: triton 3.9.0"
     assert "libcontract" not in Path("/proc/self/maps").read_text()
     # migrate of the same wheel, its build environment's Triton the one installed beside
     exe = Path(sys.executable).parent / "backend-packager"
     migrated = subprocess.run([str(exe), "migrate", str(wheel), "-o", str(tmp_path / "out"), "--key",
-                               str(key_file(trust))], capture_output=True, text=True,
+                               str(key_file(trust)), "--capture-plugins"], capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(site)})
     assert migrated.returncode == 0, migrated.stderr
     with zipfile.ZipFile(tmp_path / "out" / wheel.name) as archive:
@@ -560,7 +561,7 @@ def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust
 def test_a_plugin_without_libtriton_anywhere_is_recorded_uncaptured(elf_files: ElfFixtures, trust: TrustEnv,
                                                                     tmp_path: Path) -> None:
     _, site = plugpack(elf_files, tmp_path, triton=False)
-    outcome = adopt(site, "plugpack", signing.load(key_file(trust)))
+    outcome = adopt(site, "plugpack", signing.load(key_file(trust)), capture="sandbox")
     assert outcome.error is None and outcome.status == "adopted", outcome.error
     plugins = {p.path: p.info for p in manifest_plugins((site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME)
                                                         .read_bytes())}
@@ -581,18 +582,19 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
     _, site = plugpack(elf_files, tmp_path)
     plugin = site / "plugpack" / "libshared.so"
     data = plugin.read_bytes()
-    stage = "place" if when == "before" else "_call"
+    stage = "place" if when == "before" else "_call_sandboxed"
     target = adopt_module.InstalledFiles if when == "before" else plugininfo
     real = getattr(target, stage)
 
     def rewrite_first(*args: Any, **kwargs: Any) -> Any:
-        called = args[-1] if when == "before" else args[0].name  # place(self, artifact, into, name), _call(plugin, ...)
+        # place(self, artifact, into, name), _call_sandboxed(plugin, ...)
+        called = args[-1] if when == "before" else args[0].name
         if called == plugin.name:
             plugin.write_bytes(data)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(target, stage, rewrite_first)
-    outcome = adopt(site, "plugpack", signing.load(key_file(trust)))
+    outcome = adopt(site, "plugpack", signing.load(key_file(trust)), capture="sandbox")
     assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
     assert outcome.error.path == str(plugin)
     assert ("while its plugin was being asked" in outcome.error.detail) == (when == "during")

@@ -342,7 +342,7 @@ def test_adopt_with_a_fifo_for_site_packages_is_one_line(tmp_path: Path, elf_fil
 def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files: ElfFixtures, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Another file renamed over the plugin's path while the child asks it (a new inode
-    there): the child called the descriptor held on the file as hashed, and the swap is
+    there): the sandbox mounts only the inode held on the file as hashed, and the swap is
     still seen after the call: nothing is signed."""
     from helpers.disttree import TrustEnv
     from test_adopt import key_file, plugpack
@@ -355,7 +355,7 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
     _, site = plugpack(elf_files, tmp_path)
     plugin = site / "plugpack" / "libshared.so"
     hashed = expected(plugin)
-    real = plugininfo._call
+    real = plugininfo._call_sandboxed
 
     def swap_first(*args: Any, **kwargs: Any) -> Any:
         if args[0].name == plugin.name:
@@ -364,8 +364,8 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
             os.replace(other, plugin)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(plugininfo, "_call", swap_first)
-    outcome = adopt_module.adopt(site, "plugpack", signing.load(key_file(trust)))
+    monkeypatch.setattr(plugininfo, "_call_sandboxed", swap_first)
+    outcome = adopt_module.adopt(site, "plugpack", signing.load(key_file(trust)), capture="sandbox")
     # The held inode lost its name (its link count, so its ctime, changed): refused, unsigned.
     assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
     assert "while its plugin was being asked" in outcome.error.detail

@@ -42,7 +42,9 @@ SCHEMA_MAJOR = 1
 #: ``Plugin.contract`` (what the vendor declared); both optional, absent before 1.2.
 #: 1.2 also added ``Manifest.triton_package`` and ``Provenance.repairs`` (defaults: "triton", []).
 #: 1.3 added ``ElfInfo.interpreter`` (PT_INTERP; absent before 1.3, and for libraries).
-SCHEMA_MINOR = 3
+#: 1.4 added ``PluginInfo.ran_in`` (where the plugin ran when it reported; absent before 1.4)
+#: and the capture failures ``not-run`` and ``no-sandbox``.
+SCHEMA_MINOR = 4
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
 _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
@@ -205,16 +207,25 @@ class PluginDialect:
     version: str
 
 
-#: Why a plugin's own declaration could not be captured (``PluginInfo.reason_code``).
-CaptureFailure = Literal["no-libtriton", "foreign-arch", "load-failed", "call-failed", "timeout", "api-version"]
+#: Why a plugin's own declaration could not be captured (``PluginInfo.reason_code``):
+#: ``not-run``, its code was not run (the default for wheels the packager did not build);
+#: ``no-sandbox``, no sandbox could be made to run it in.
+CaptureFailure = Literal["no-libtriton", "foreign-arch", "load-failed", "call-failed", "timeout", "api-version",
+                         "not-run", "no-sandbox"]
+#: Where a plugin's code ran when it reported its ``PluginInfo`` (``PluginInfo.ran_in``).
+CaptureIsolation = Literal["sandbox", "unsandboxed"]
 
 
 @dataclass
 class PluginInfo:
-    """What the plugin's ``tritonGetPluginInfo()`` returned, called at build time in an
-    isolated child process (the ``PluginInfo`` struct of Triton's ``PluginUtils.h``, plugin
-    API version 2). ``captured`` is false when it could not be called; the reason says why
-    and nothing else is filled in: a field is never guessed."""
+    """What the plugin's ``tritonGetPluginInfo()`` returned, called at signing time in a
+    child process (the ``PluginInfo`` struct of Triton's ``PluginUtils.h``, plugin API
+    version 2). ``captured`` is false when it was not or could not be called; the reason says
+    why and nothing else is filled in: a field is never guessed.
+
+    Every field but ``captured``, ``reason_code``, ``reason``, ``ran_in`` and ``libtriton`` is
+    what the plugin's own code REPORTED about itself: the signer checked nothing of it, and
+    a hostile plugin reports what it likes. ``ran_in`` says where that code ran."""
 
     captured: bool
     reason_code: CaptureFailure | None = None
@@ -227,6 +238,11 @@ class PluginInfo:
     dialects: list[PluginDialect] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     libtriton: Annotated[str | None, "The libtriton.so it resolved against: a wheel path, or the build's"] = None
+    ran_in: Annotated[
+        CaptureIsolation | None,
+        "Where the plugin's code ran when it reported the fields above: 'sandbox' (namespaces, a confined "
+        "filesystem), 'unsandboxed' (as the signer, on request); null when it did not run, and absent before 1.4",
+    ] = None
 
 
 #: When a plugin's dialects, ops and passes are registered with Triton.
