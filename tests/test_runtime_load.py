@@ -1044,7 +1044,8 @@ def test_select_driver_explains_every_backend(env: TrustEnv, site: Path) -> None
     ("threshold", b"zero\n", "trust.threshold", ""),
     ("scopes", b"# comment\nnot-a-keyid demo-backend\n", "trust.scope-format", ":2"),
     ("min-versions", b"!!! 1.0\n", "trust.min-version-format", ":1"),
-], ids=["key-format", "keyid", "read", "threshold", "scope-format", "min-version-format"])
+    ("revoked", b"0123456789abcdef-typo\n", "trust.revoked-format", ":1"),  # revokes 0123456789abcdef only
+], ids=["key-format", "keyid", "read", "threshold", "scope-format", "min-version-format", "revoked-format"])
 def test_trust_file_problems_are_reported_and_contained(env: TrustEnv, site: Path, file: str, content: bytes,
                                                         code: str, line: str) -> None:
     write_dist(site).sign(env.key)
