@@ -283,6 +283,13 @@ def test_two_plugins_registering_one_name(defines: tuple[str, ...], code: str, n
     installed(site, env, rival, "beta-plugin", rival_info)
     reg = env.registry(site)
     states = {p.dist.name: (p.state, p.reason.code if p.reason else None) for p in reg.plugins}
+    # verified alike, neither the core: neither registers it until the trust store pins one
+    assert states == {"alpha-plugin": ("excluded", code), "beta-plugin": ("excluded", code)}
+    assert all(p.reason is not None and name in p.reason.message and "trust pin" in p.reason.message
+               for p in reg.plugins)
+    (env.trust / "pins").write_text(f"{code.split('.')[1]}:{name} alpha-plugin\n")
+    reg = env.registry(site)
+    states = {p.dist.name: (p.state, p.reason.code if p.reason else None) for p in reg.plugins}
     # the winner waits for libtriton (Triton 3.9 is installed): admitted, handed over by extend_with
     assert states == {"alpha-plugin": ("pending", None), "beta-plugin": ("excluded", code)}
     (loser,) = [p for p in reg.plugins if p.state == "excluded"]

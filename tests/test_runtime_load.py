@@ -25,7 +25,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -776,8 +776,8 @@ def test_every_code_the_runtime_raises_has_a_case() -> None:
         # dsse.verify refuses an envelope without signatures, but verify_distribution never
         # asks it to: a hash-only manifest is unverified, not rejected.
         "signature.unsigned",
-        # trust.parse_name: the ``trust`` command's argument check, not read at load time.
-        "trust.name",
+        # trust.parse_name and parse_scope: the ``trust`` command's argument checks, not read at load time.
+        "trust.name-format",
     }
     missing = sorted(c for c in raised - unreachable if f'"{c}"' not in here)
     assert missing == [], f"reason codes without a test here: {missing}"
@@ -962,35 +962,92 @@ def test_conflict_name(env: TrustEnv, site: Path, tmp_path: Path) -> None:
     write_dist(site, "beta-backend", backends={"demo": "beta_backend"}).sign(env.key)
     reg = env.registry(early, site, policy="warn")
     states = {e.dist.name if e.dist else "": (e.state, e.reason.code if e.reason else None) for e in reg.entries}
-    # verified before unverified (even earlier on sys.path), then the distribution name
-    assert states == {"beta-backend": ("loaded", None), "zeta-backend": ("excluded", "conflict.name"),
+    # two verified alike, neither the core nor pinned: neither (nor the unverified one) gets it,
+    # whatever the names or sys.path say
+    assert states == {"beta-backend": ("excluded", "conflict.name"), "zeta-backend": ("excluded", "conflict.name"),
                       "alpha-backend": ("excluded", "conflict.name")}
-    assert "beta-backend 1.0" in entry(reg, "demo", "zeta-backend").reason.message  # type: ignore[union-attr]
-    assert reg.result is not None and reg.result["demo"] == Loaded("demo", "beta_backend")
+    text = entry(reg, "demo", "zeta-backend").reason.message  # type: ignore[union-attr]
+    assert "beta-backend 1.0, zeta-backend 1.0" in text and "trust pin demo DIST" in text
+    assert reg.result == {}
+    # verified before unverified (even earlier on sys.path)
+    (env.trust / "pins").write_text("demo zeta-backend\n")
+    reg = env.registry(early, site, policy="warn")
+    states = {e.dist.name if e.dist else "": (e.state, e.reason.code if e.reason else None) for e in reg.entries}
+    assert states == {"beta-backend": ("excluded", "conflict.name"), "zeta-backend": ("loaded", None),
+                      "alpha-backend": ("excluded", "conflict.name")}
+    assert "pinned to zeta-backend" in entry(reg, "demo", "alpha-backend").reason.message  # type: ignore[union-attr]
+    assert reg.result is not None and reg.result["demo"] == Loaded("demo", "zeta_backend")
+    (env.trust / "pins").unlink()
+    write_dist(site, "beta-backend", backends={"other": "beta_backend"}).sign(env.key)  # beta leaves demo
+    reg = env.registry(early, site, policy="warn")
+    assert entry(reg, "demo", "zeta-backend").state == "loaded"
+    text = entry(reg, "demo", "alpha-backend").reason.message  # type: ignore[union-attr]
+    assert "zeta-backend 1.0, which wins (verified > unverified > legacy)" in text
+
+
+def test_trust_name_a_backend_its_signer_is_not_granted(env: TrustEnv, site: Path) -> None:
+    """A scoped key signs its distribution; its backends' names need grants too (in depth:
+    tests/runtime/test_name_grants.py)."""
+    scoped = make_key(env.root / "keys", "scoped")
+    (env.trust / "scoped.pub").write_bytes(scoped.pub.read_bytes())
+    (env.trust / "scopes").write_text(f"{scoped.keyid} demo-backend\n")
+    dist = write_dist(site)
+    dist.sign(scoped)
+    demo = entry(env.registry(site, policy="strict"), "demo")
+    assert (demo.trust, demo.state) == ("rejected", "excluded") and demo.reason is not None
+    assert (demo.reason.code, demo.reason.path) == ("trust.name", str(dist.manifest_path))
+    (env.trust / "scopes").write_text(f"{scoped.keyid} demo-backend,backend:demo\n")
+    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
+
+
+def test_conflict_name_warm_reads_the_pins(env: TrustEnv, site: Path) -> None:
+    """The verdicts come from the cache; the pins (and their bad lines) are read at each load."""
+    for name in ("one", "two"):
+        write_dist(site, f"{name}-backend", backends={"demo": f"{name}_backend"}).sign(env.key)
+    assert {e.state for e in env.registry(site, policy="strict").entries} == {"excluded"}
+    (env.trust / "pins").write_text("demo two-backend\npass:* x\n")
+    reg = env.registry(site, policy="strict")
+    assert entry(reg, "demo", "two-backend").state == "loaded"
+    assert [(p.code, p.path) for p in reg.problems] == [("trust.pin-format", f"{env.trust / 'pins'}:2")]
 
 
 def test_conflict_target(env: TrustEnv, site: Path) -> None:
-    for name in ("one", "two"):
+    for name, keys in (("one", (env.key,)), ("two", ())):
         dist = write_dist(site, f"{name}-backend", backends={name: f"{name}_backend"})
-        dist.sign(env.key, edit=lambda man: setattr(man.backends[0], "targets", ["cuda", man.backends[0].name]))
-    reg = env.registry(site, policy="strict")
+        dist.sign(*keys, edit=lambda man: setattr(man.backends[0], "targets", ["cuda", man.backends[0].name]))
+    reg = env.registry(site, policy="warn")
     assert entry(reg, "one").state == "loaded"
     two = entry(reg, "two")
     assert two.state == "excluded" and two.reason is not None and two.reason.code == "conflict.target"
     assert "'cuda'" in two.reason.message and two.reason.path == two.where()
+    # both verified: neither, until the trust store pins the target
+    dist = write_dist(site, "two-backend", backends={"two": "two_backend"})
+    dist.sign(env.key, edit=lambda man: setattr(man.backends[0], "targets", ["cuda", "two"]))
+    reg = env.registry(site, policy="strict")
+    assert {entry(reg, n).reason.code for n in ("one", "two")} == {"conflict.target"}  # type: ignore[union-attr]
+    assert "trust pin target:cuda DIST" in entry(reg, "one").reason.message  # type: ignore[union-attr]
+    (env.trust / "pins").write_text("target:cuda two-backend\n")
+    reg = env.registry(site, policy="strict")
+    assert (entry(reg, "one").state, entry(reg, "two").state) == ("excluded", "loaded")
 
 
 def test_conflict_symbol(env: TrustEnv, site: Path, elf_files: ElfFixtures) -> None:
-    for name in ("one", "two"):
+    for name, keys in (("one", (env.key,)), ("two", ())):
         files = {f"{name}_backend/libshared_plugin.so": elf_files.plugin_shared}
-        write_dist(site, f"{name}-backend", backends={name: f"{name}_backend"}, files=files).sign(env.key)
-    reg = env.registry(site, policy="strict")
+        write_dist(site, f"{name}-backend", backends={name: f"{name}_backend"}, files=files).sign(*keys)
+    reg = env.registry(site, policy="warn")
     plugins = {p.dist.name: p for p in reg.plugins}
     states = {name: (p.state, p.reason.code if p.reason else None) for name, p in plugins.items()}
     assert states == {"one-backend": ("loaded", None), "two-backend": ("excluded", "conflict.symbol")}
     assert "demo_shared_helper" in plugins["two-backend"].reason.message  # type: ignore[union-attr]
     assert plugins["two-backend"].reason.path == plugins["two-backend"].file  # type: ignore[union-attr]
     assert os.environ["TRITON_PLUGIN_PATHS"] == plugins["one-backend"].file  # no Triton: the variable
+    # both verified: neither loads (no pin chooses a symbol)
+    write_dist(site, "two-backend", backends={"two": "two_backend"},
+               files={"two_backend/libshared_plugin.so": elf_files.plugin_shared}).sign(env.key)
+    reg = env.registry(site, policy="strict")
+    assert {(p.state, p.reason.code if p.reason else None) for p in reg.plugins} == {("excluded", "conflict.symbol")}
+    assert "uninstall the one you do not want" in reg.plugins[0].reason.message  # type: ignore[union-attr]
 
 
 def test_load_import_failure_is_that_backends_alone(env: TrustEnv, site: Path) -> None:
@@ -1493,8 +1550,15 @@ def test_plugin_registration_conflict(kind: str, code: str) -> None:
 
     first = Claim(0, "liba.so", "verified", 0, "a-plugin", "a-plugin 1.0", **{kind: ("shared", "a-only")})
     second = Claim(1, "libb.so", "verified", 1, "b-plugin", "b-plugin 1.0", **{kind: ("b-only", "shared")})
-    (excluded,) = resolve([], [second, first])
-    assert (excluded.key, f"conflict.{excluded.code}") == (1, code) and "a-plugin 1.0" in excluded.detail
+    # trusted alike, neither the core: neither registers it, whichever comes first
+    for claims in ([second, first], [first, second]):
+        assert {(e.key, f"conflict.{e.code}") for e in resolve([], claims)} == {(0, code), (1, code)}
+    name_kind = code.split(".")[1]
+    assert f"trust pin {name_kind}:shared DIST" in resolve([], [first, second])[0].detail
+    (excluded,) = resolve([], [second, first], pins={(name_kind, "shared"): "b-plugin"})
+    assert excluded.key == 0 and "pinned to b-plugin" in excluded.detail
+    (excluded,) = resolve([], [second, replace(first, trust="unverified")])
+    assert excluded.key == 0 and "b-plugin 1.0, which wins" in excluded.detail
 
 
 def test_one_plugin_under_two_names_in_one_distribution_is_no_conflict() -> None:
@@ -1507,8 +1571,10 @@ def test_one_plugin_under_two_names_in_one_distribution_is_no_conflict() -> None
                      dialects=("plugin",))
 
     assert resolve([], [claim(0, "libP.so", "triton"), claim(1, "libP.so.24.0git", "triton")]) == []
-    (excluded,) = resolve([], [claim(0, "libP.so", "triton"), claim(1, "libQ.so", "fork")])
-    assert (excluded.key, excluded.code) == (1, "pass")
+    clash = [claim(0, "libP.so", "triton"), claim(1, "libQ.so", "fork")]
+    assert {(e.key, e.code) for e in resolve([], clash)} == {(0, "pass"), (1, "pass")}  # neither is the core
+    (excluded,) = resolve([], [replace(clash[0], core=True), clash[1]])
+    assert (excluded.key, excluded.code) == (1, "pass") and "belongs to the Triton core" in excluded.detail
 
 
 def test_required_plugin_stops_compilation() -> None:

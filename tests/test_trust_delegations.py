@@ -370,7 +370,8 @@ def test_cli_min_version(cli: Cli, place: Place) -> None:
 def test_cli_errors_and_usage(cli: Cli, place: Place) -> None:
     signing.generate(place.root / "k.pem", place.root / "k.pub", "vendor k", None)
     line = one_error_line(cli("add", str(place.root / "k.pub"), "--scope", "ok,b@d", "--user"))
-    assert line.endswith("--scope: 'b@d' is not a distribution name (input.name)")
+    assert line.endswith("--scope: 'b@d' is not a distribution name or KIND:NAME (KIND one of backend, pass, "
+                         "dialect, op) (input.name)")
     assert not place.user.joinpath("scopes").exists() and not any(place.user.glob("*.pub"))
     assert "no such file" in one_error_line(cli("add", str(place.root / "missing.pub"), "--user")).lower()
     for args in (["add"], ["min-version", "foo"], ["frob"], []):

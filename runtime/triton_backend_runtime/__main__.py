@@ -1,9 +1,9 @@
 """``python -m triton_backend_runtime``: doctor, list, hook and trust commands.
 
 Exit codes: 0 all is well; 1 a checked failure (doctor, list: something excluded, failed or
-rejected; trust list: a bad trust file; trust remove: no such key; a file that cannot be
-written); 2 usage or unusable input (a bad option, a key file that cannot be read or holds
-no public key). ``--json`` documents carry ``"format": JSON_FORMAT``. A closed pipe
+rejected; trust list: a bad trust file; trust remove: no such key; trust unpin: no such pin;
+a file that cannot be written); 2 usage or unusable input (a bad option, a key file that
+cannot be read or holds no public key). ``--json`` documents carry ``"format": JSON_FORMAT``. A closed pipe
 (``| head``) ends the command quietly (141).
 
 Every error is one line, ``PROG: error: PATH: DETAIL (CODE)``, the packager's form: unusable
@@ -281,9 +281,11 @@ def cmd_trust(args: argparse.Namespace) -> int:
         return _trust_remove(directory, args.key)
     if args.action in ("revoke", "unrevoke"):
         return _trust_revoke(directory, args.keyid, revoke=args.action == "revoke")
+    if args.action in ("pin", "unpin"):
+        return _trust_pin(directory, args.name, getattr(args, "dist", None))
     text, keys = _key_file(args.key)
     try:
-        scope = t.parse_scope_names(args.scope, "--scope") if args.scope is not None else None
+        scope = t.parse_scope(args.scope, "--scope") if args.scope is not None else None
     except TrustError as exc:
         raise UnusableInput("name", exc.path, exc.detail) from None
     os.makedirs(directory, exist_ok=True)
@@ -295,8 +297,38 @@ def cmd_trust(args: argparse.Namespace) -> int:
     t.write_atomic(target, text.encode("utf-8"))
     print(f"trusted {len(keys)} key(s) from {args.key}: {target}")
     if scope is not None:
-        print(f"  scope: {', '.join(sorted(scope))} ({os.path.join(directory, t.SCOPES_FILE)})")
+        where = os.path.join(directory, t.SCOPES_FILE)
+        print(f"  scope: {scope.describe()}; may declare {scope.describe_grants()} ({where})")
     return 0
+
+
+def _trust_pin(directory: str, name: str, dist: str | None) -> int:
+    """``trust pin NAME DIST`` (``dist`` given) or ``trust unpin NAME``, in ``directory``."""
+    from . import trust as t
+    from .errors import TrustStoreError
+
+    try:
+        kind, value = t.parse_pin_name(name, "pin")
+        owner = t.parse_name(dist, "pin") if dist is not None else None
+    except TrustError as exc:
+        raise UnusableInput("name", exc.path, exc.detail) from None
+    spec, path = t.pin_text(kind, value), os.path.join(directory, t.PINS_FILE)
+    if owner is None:
+        removed = t.remove_pin(directory, kind, value)
+        if not removed:
+            raise TrustStoreError("not-pinned", path, f"{spec} is not pinned here")
+        print(f"unpinned {spec} ({path})")
+    else:
+        os.makedirs(directory, exist_ok=True)
+        replaced = t.set_pin(directory, kind, value, owner)
+        print(f"pinned {spec} to {owner}: where it is contested, {owner} keeps it ({path})")
+        if replaced:
+            print(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
+    pins, _ = t.load_pins()
+    now = pins.get((kind, value))
+    if now is not None and now.dist != owner:
+        print(f"  note: {spec} is pinned to {now.describe()} by {', '.join(now.sources)}")
+    return EXIT_OK
 
 
 def _trust_min_version(directory: str, dist: str, version: str) -> int:
@@ -333,11 +365,17 @@ def _trust_list() -> int:
         scope = store.scopes.get(key.keyid)
         where = f"  scope: {scope.describe()} ({', '.join(scope.sources)})" if scope else ""
         print(f"{key.keyid}  {key.comment}  ({key.source}){where}")
+        if scope is not None:
+            print(f"  may declare: {scope.describe_grants()}")
     for keyid, scope in store.scopes.items():
         if keyid not in store.keys:
             print(f"scope {keyid}: {scope.describe()} ({', '.join(scope.sources)}; no such trusted key)")
     for name, floor in sorted(store.floors.items()):
         print(f"min-version {name} {floor.describe()}  ({floor.source})")
+    from .trust import pin_text
+
+    for (kind, value), pin in sorted(store.pins.items()):
+        print(f"pin {pin_text(kind, value)} {pin.describe()}  ({', '.join(pin.sources)})")
     for line in _revocation_lines(store):
         print(line)
     if store.threshold > 1:
@@ -372,15 +410,23 @@ def build_parser() -> argparse.ArgumentParser:
     trust_add = trust_actions.add_parser("add", help="trust a signing key (copy its .pub line into a trust directory)")
     trust_add.add_argument("key", help="public key file written by backend-packager keygen")
     trust_add.add_argument(
-        "--scope", metavar="NAME[,NAME...]",
-        help="the only distributions this key may sign (replaces its scope in that directory)",
+        "--scope", metavar="ITEM[,ITEM...]",
+        help="the only distributions this key may sign (DIST) and names it may declare (backend:NAME, "
+             "pass:NAME, dialect:NAME, op:NAME; KIND:* for any): replaces its scope in that directory",
     )
     trust_add.add_argument("--user", action="store_true", help=user_help)
     floor = trust_actions.add_parser("min-version", help="refuse releases of a distribution below a version (rollback)")
     floor.add_argument("dist", help="distribution name")
     floor.add_argument("version", help="lowest admitted version (PEP 440)")
     floor.add_argument("--user", action="store_true", help=user_help)
-    trust_actions.add_parser("list", help="trusted keys with their scopes, version floors, revocations")
+    trust_actions.add_parser("list", help="trusted keys with their scopes, version floors, pins, revocations")
+    pin = trust_actions.add_parser("pin", help="let a distribution keep a contested name (the core's included)")
+    pin.add_argument("name", metavar="[KIND:]NAME", help="a backend name, or pass:, dialect:, op:, target:NAME")
+    pin.add_argument("dist", help="the distribution that owns it")
+    pin.add_argument("--user", action="store_true", help=user_help)
+    unpin = trust_actions.add_parser("unpin", help="drop a pin from a trust directory")
+    unpin.add_argument("name", metavar="[KIND:]NAME", help="the pinned name")
+    unpin.add_argument("--user", action="store_true", help=user_help)
     remove = trust_actions.add_parser(
         "remove", help="stop trusting a key: its lines leave the trust directory's .pub files (atomically)"
     )

@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,7 +189,7 @@ class Registry:
         libtriton = libtriton_path(found.triton, found.package)
         triton = found.triton
         extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or "")),
-                 found.package]
+                 found.package, triton.dist_info if triton else "-"]  # the core's names need no grant
         context = context_digest(self.trust_sources, extra)
         cache = VerifyCache(cache_file(), read=not rehash)
         verdicts: dict[str, Verdict] = {}
@@ -222,7 +222,7 @@ class Registry:
         self.problems += [reason_of(p) for p in problems]
         hashes = HashCache(cache.hash_entries(), rehash)
         return Context(store, triton_version(found.triton, found.package), libtriton, hashes, hash_workers(),
-                       found.package)
+                       found.package, found.triton.dist_info if found.triton else None)
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
@@ -242,6 +242,9 @@ class Registry:
                 f"the manifest vouches for ({signed})"
             ))
         entry.targets = list(claim.targets) if claim else []
+        if entry.trust != REJECTED and claim is not None and claim.problem is not None:
+            entry.trust = entry.state = REJECTED  # its signers may not declare this name
+            entry.reason = claim.problem
         return entry
 
     def _plugins(self, dist: Distribution) -> list[PluginEntry]:
@@ -339,16 +342,37 @@ class Registry:
         return admitted
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
-        if not _may_conflict(backends, plugins):
-            return  # nothing can conflict: the common case skips the rule and its import
+        core = self._core_claims()
+        if not _may_conflict(backends, plugins, core, self._is_core):
+            return  # nothing can conflict: the common case skips the rule, its import and the pins
         from .conflicts import resolve
+        from .trust import load_pins
 
+        pinned, problems = load_pins()
+        self.problems += [r for r in map(reason_of, problems) if r not in self.problems]
+        pins = {key: pin.dist for key, pin in pinned.items() if pin.dist is not None}
         items: list[Entry | PluginEntry] = [*backends, *plugins]
-        claims = [_claim(i, item) for i, item in enumerate(items)]
-        for exclusion in resolve(claims[: len(backends)], claims[len(backends):]):
+        claims = [_claim(i, item, self._is_core(item)) for i, item in enumerate(items)]
+        for exclusion in resolve(claims[: len(backends)], claims[len(backends):], core, pins):
             item = items[exclusion.key]
             item.state = EXCLUDED
             item.reason = reason_of(ConflictError(exclusion.code, item.where(), exclusion.detail))
+
+    def _is_core(self, item: Entry | PluginEntry) -> bool:
+        triton = self.discovery.triton if self.discovery else None
+        return triton is not None and item.dist is not None and item.dist.dist_info == triton.dist_info
+
+    def _core_claims(self) -> dict[tuple[str, str], str]:
+        """What the Triton core claims, whatever became of it (excluded or not): each
+        ``(kind, name)`` with the core's label. The core's names are its own (:mod:`.conflicts`)."""
+        triton = self.discovery.triton if self.discovery else None
+        if triton is None:
+            return {}
+        everything: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
+        items = [i for i in everything if self._is_core(i)]
+        verdict = self.verdicts.get(triton.dist_info)
+        declared = [(b.name, tuple(b.targets)) for b in verdict.backends] if verdict else []
+        return dict.fromkeys(_keys(items, declared), triton.label())
 
     def _located(self, entry: Entry) -> bool:
         """Whether ``entry.package`` imports from the location that was verified."""
@@ -540,18 +564,33 @@ def _repeats(items: list[str]) -> bool:
     return len(set(items)) != len(items)
 
 
-def _claim(key: int, item: Entry | PluginEntry) -> Any:
+def _claim(key: int, item: Entry | PluginEntry, core: bool) -> Any:
     from .conflicts import Claim
 
     dist = item.dist
     order = dist.order if dist else 1 << 30
     dist_key = dist.key if dist else ""
     if isinstance(item, Entry):
-        return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets))
+        return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets),
+                     core=core)
     terms = item.terms
     return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports),
                  passes=tuple(terms.passes) if terms else (), dialects=tuple(terms.dialects) if terms else (),
-                 ops=tuple(terms.ops) if terms else ())
+                 ops=tuple(terms.ops) if terms else (), core=core)
+
+
+def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[str, ...]]] = ()
+          ) -> set[tuple[str, str]]:
+    """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`), and the
+    ``(backend name, targets)`` pairs of ``declared``."""
+    keys: set[tuple[str, str]] = set()
+    for name, targets in [(e.name, tuple(e.targets)) for e in items if isinstance(e, Entry)] + list(declared):
+        keys |= {("backend", name), *(("target", t) for t in targets)}
+    for plugin in (p for p in items if isinstance(p, PluginEntry)):
+        _, exports, passes, dialects, ops = _library(plugin)
+        keys |= {*(("symbol", n) for n in exports), *(("pass", n) for n in passes),
+                 *(("dialect", n) for n in dialects), *(("op", n) for n in ops)}
+    return keys
 
 
 def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
@@ -565,15 +604,21 @@ def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
 _SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
 
 
-def _may_conflict(backends: list[Entry], plugins: list[PluginEntry]) -> bool:
-    """Whether :func:`.conflicts.resolve` could exclude anything: some name is claimed twice.
-    One distribution's copies of one library (the same exports, passes, dialects and ops: a
-    wheel holds no symlinks) count once, as the rule counts them: triton 3.9.0 bundles
-    ``libMLIRDialectPlugin.so`` and ``.so.24.0git``, and its warm import then skips the rule."""
+def _may_conflict(backends: list[Entry], plugins: list[PluginEntry], core: dict[tuple[str, str], str],
+                  is_core: Callable[[Entry | PluginEntry], bool]) -> bool:
+    """Whether :func:`.conflicts.resolve` could exclude anything: some name is claimed twice,
+    or another distribution claims one of the core's (``core``). One distribution's copies of
+    one library (the same exports, passes, dialects and ops: a wheel holds no symlinks) count
+    once, as the rule counts them: triton 3.9.0 bundles ``libMLIRDialectPlugin.so`` and
+    ``.so.24.0git``, and its warm import then skips the rule."""
     if _repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets]):
         return True
     libraries = list(dict.fromkeys(_library(p) for p in plugins))
-    return any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5))
+    if any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5)):
+        return True
+    items: list[Entry | PluginEntry] = [*backends, *plugins]
+    others = [i for i in items if not is_core(i)]
+    return bool(core) and bool(others) and not _keys(others).isdisjoint(core)
 
 
 def _library(plugin: PluginEntry) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:

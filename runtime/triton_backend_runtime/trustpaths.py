@@ -3,9 +3,11 @@ files, which every ``import triton`` does, imports nothing heavy).
 
 A trust directory holds ``*.pub`` files (key lines, see :mod:`.trust`), an optional ``revoked``
 file (one keyid per line; ``#`` comments), an optional ``threshold`` file (an integer), an
-optional ``scopes`` file (``KEYID NAME[,NAME...]`` lines: the distributions a key may sign,
-as TUF delegations scope a role) and an optional ``min-versions`` file (``NAME VERSION`` lines:
-rollback floors). Three places are read, all of them, in this order:
+optional ``scopes`` file (``KEYID ITEM[,ITEM...]`` lines: the distributions a key may sign and
+the backend, pass, dialect and op names it may declare, as TUF delegations scope a role), an
+optional ``min-versions`` file (``NAME VERSION`` lines: rollback floors) and an optional ``pins``
+file (``[KIND:]NAME DIST`` lines: the distribution that owns a contested name). Three places are
+read, all of them, in this order:
 
 1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
 2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
@@ -13,8 +15,9 @@ rollback floors). Three places are read, all of them, in this order:
 
 Keys add up, revocations add up (a keyid revoked anywhere is refused everywhere), the
 highest threshold configured anywhere applies, a key scoped in several places may sign only
-the names every one of them allows (the intersection), and the highest floor of a name
-applies: no location can weaken another.
+the names every one of them allows (the intersection), the highest floor of a name
+applies, and a name pinned to two different distributions is pinned to neither: no location
+can weaken another.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ REVOKED_FILE = "revoked"
 THRESHOLD_FILE = "threshold"
 SCOPES_FILE = "scopes"
 FLOORS_FILE = "min-versions"
-TRUST_FILES = (REVOKED_FILE, THRESHOLD_FILE, SCOPES_FILE, FLOORS_FILE)
+#: Listed here, so its bytes are part of the verdict cache's context: a pin change is a new context.
+PINS_FILE = "pins"
+TRUST_FILES = (REVOKED_FILE, THRESHOLD_FILE, SCOPES_FILE, FLOORS_FILE, PINS_FILE)
 
 
 def system_trust_dir() -> str:

@@ -36,6 +36,9 @@ class BackendClaim:
     name: str
     package: str
     targets: list[str] = field(default_factory=list)
+    #: Why this one backend is refused while its distribution verified (its signers are not
+    #: granted its name: ``trust.name``).
+    problem: Reason | None = None
 
 
 @dataclass

@@ -6,7 +6,10 @@ In order, each step stopping at the first problem (a :class:`VerifyError`,
 1. the DSSE envelope's signatures against the trust store (DSSE v1); only the verified
    payload is parsed (within :mod:`.jsonlimits`), as an in-toto Statement v1 whose
    predicate is the manifest;
-2. the signers' scope and the version floor (TUF-style delegations, :mod:`.trust`);
+2. the signers' scope and the version floor (TUF-style delegations, :mod:`.trust`), and the
+   names the manifest declares (each backend, each captured pass, dialect and op): a name the
+   signers are not granted refuses that backend or plugin alone (``trust.name``); the Triton
+   core's own names need no grant (whoever signs the core decides what ``import triton`` runs);
 3. the signed name and version are the installed distribution's (PEP 503 names, PEP 440
    versions): a manifest copied from another release is refused;
 4. a wheel tag of the manifest fits this interpreter (``packaging.tags``, PEP 425), the
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from . import dsse, dynsym, statement
 from . import manifest as m
 from .discovery import Distribution, canonical
-from .errors import SignatureError, TrustError, VerifyError
+from .errors import SignatureError, TrustError, TrustStoreError, VerifyError
 from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
     Confinement,
@@ -55,7 +58,7 @@ from .installed import (
     walk_files,
 )
 from .layout import is_shared_library
-from .trust import TrustStore, admit_signers, check_floor
+from .trust import TrustStore, admit_signers, check_floor, ungranted
 from .verdict import BackendClaim, PluginClaim, Reason, Verdict, plugin_terms, reason_of
 from .vocab import REJECTED, UNVERIFIED, VERIFIED
 
@@ -83,6 +86,8 @@ class Context:
     workers: int = 1
     #: The package the running Triton is imported as (``Discovery.package``).
     triton_package: str = "triton"
+    #: The ``.dist-info`` of the Triton core (``Discovery.triton``): the names it declares are its own.
+    core: str | None = None
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
@@ -114,7 +119,9 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
         verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
     located = _locate(manifest, dist, verdict)
     _claims(manifest, dist, located, verdict)
-    _check_delegation(manifest, keyids, ctx.trust, dist.manifest, verdict)
+    admitted = _check_delegation(manifest, keyids, ctx.trust, dist.manifest, verdict)
+    if dist.dist_info != ctx.core:
+        _check_names(admitted, ctx.trust, dist.manifest, verdict)
     _check_identity(manifest, dist)
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)
@@ -193,14 +200,34 @@ def _signer(trust: TrustStore, keyid: str) -> str:
 
 def _check_delegation(
     manifest: m.Manifest, keyids: tuple[str, ...], trust: TrustStore, where: str, verdict: Verdict
-) -> None:
+) -> tuple[str, ...]:
     """TUF-style delegations: a key signs only the names it is scoped to (``trust.scope``);
-    no release below the floor loads, signed or not (``trust.rollback``)."""
-    if keyids:
-        admitted = admit_signers(trust, keyids, manifest.name, manifest.version, where)
-        verdict.signers = [_signer(trust, k) for k in admitted]
-    else:
+    no release below the floor loads, signed or not (``trust.rollback``). Returns the keyids
+    that count (none for a manifest no trusted key signed)."""
+    if not keyids:
         check_floor(trust, manifest.name, manifest.version, where)
+        return ()
+    admitted = admit_signers(trust, keyids, manifest.name, manifest.version, where)
+    verdict.signers = [_signer(trust, k) for k in admitted]
+    return admitted
+
+
+def _check_names(keyids: tuple[str, ...], trust: TrustStore, where: str, verdict: Verdict) -> None:
+    """A signature vouches for bytes; the trust store says which names its key may declare. A
+    backend or plugin declaring a name its signers are not granted is refused alone
+    (``trust.name``): the rest of its distribution is still what the key signed."""
+    if not keyids:
+        return  # not trusted at all: nothing is granted, and nothing claims trust
+    for backend in verdict.backends:
+        why = ungranted(trust, keyids, "backend", backend.name)
+        if why is not None:
+            backend.problem = reason_of(TrustStoreError("name", where, f"backend {backend.name[:100]!r}: {why}"))
+    for plugin in verdict.plugins:
+        terms = plugin.terms
+        claims = [("pass", terms.passes), ("dialect", terms.dialects), ("op", terms.ops)] if terms else []
+        why = next((w for kind, names in claims for n in names if (w := ungranted(trust, keyids, kind, n))), None)
+        if why is not None and plugin.problem is None:
+            plugin.problem = reason_of(TrustStoreError("name", where, f"plugin {plugin.path[:200]!r}: {why}"))
 
 
 def _locate(manifest: m.Manifest, dist: Distribution, verdict: Verdict) -> dict[str, str]:

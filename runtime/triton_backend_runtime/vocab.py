@@ -38,3 +38,10 @@ OFF: Final = "off"
 
 #: The conflict rule's first key: verified before unverified before legacy.
 RANK: Final[dict[str, int]] = {VERIFIED: 0, UNVERIFIED: 1, LEGACY: 2}
+
+#: The names a distribution claims that a trust store grants (``scopes``) or pins (``pins``):
+#: a backend's entry-point name and a plugin's registrations (see :mod:`.trust`).
+NameKind = Literal["backend", "pass", "dialect", "op"]
+NAME_KINDS: Final[tuple[NameKind, ...]] = ("backend", "pass", "dialect", "op")
+#: What a pin may also name: a backend's target (two backends claiming one target clash too).
+PIN_KINDS: Final[tuple[str, ...]] = (*NAME_KINDS, "target")
