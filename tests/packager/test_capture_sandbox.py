@@ -1,0 +1,267 @@
+"""Plugin capture as an attacker meets it: a wheel given to ``migrate`` whose plugin attacks
+the signer from its constructor.
+
+The plugin (``tests/csrc/plugin_hostile.c``, compiled here with every target given by -D)
+tries to read the parent's (and every process's) environment, command line and working
+directory, open the signing key, write a file outside its directory, connect to a TCP and a
+unix socket this test listens on, and leave a ``setsid`` daemon. It reports each attempt as
+a pass name; each is also checked from outside: no file written, no connection accepted, no
+process left. The packager runs as a user runs it, a passphrase-protected key named on its
+command line, the passphrase in its environment, in a working directory of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import CSRC, gcc
+from runtime_wheels import pip_install, write_wheel
+from triton_backend_runtime import dsse
+from triton_backend_runtime import manifest as m
+from triton_backend_runtime.layout import MANIFEST_FILENAME
+from triton_backend_runtime.statement import manifest_from_statement
+
+from backend_packager import sandbox, signing
+from backend_packager.adopt import adopt
+
+PASSPHRASE_ENV = "BACKEND_PACKAGER_KEY_PASSPHRASE"
+EXE = Path(sys.executable).parent / "backend-packager"
+#: What an attempt that worked reports (anything else is an errno's name, or "clean").
+WORKED = {"LEAKED", "WRITTEN", "CONNECTED"}
+
+
+@dataclass
+class Targets:
+    """Everything the plugin goes for, and the listeners that show from outside whether it got there."""
+
+    root: Path
+    key: Path
+    passphrase: str
+    cwd: Path
+    outside: Path
+    daemon_file: Path
+    marker: str
+    tcp: socket.socket
+    unix: socket.socket
+    unix_path: Path
+
+    def defines(self) -> list[str]:
+        values = {"KEY_PATH": self.key, "PASSPHRASE": self.passphrase, "SECRET_CWD": self.cwd,
+                  "OUTSIDE": self.outside, "UNIX_PATH": self.unix_path, "MARKER": self.marker,
+                  "DAEMON_FILE": self.daemon_file}
+        return [f'-D{k}="{v}"' for k, v in values.items()] + [f"-DTCP_PORT={self.tcp.getsockname()[1]}"]
+
+    def env(self) -> dict[str, str]:
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), PASSPHRASE_ENV: self.passphrase}
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Iterator[Targets]:
+    passphrase = f"pass-{secrets.token_hex(8)}"
+    key = tmp_path / "keys" / "signer.pem"
+    key.parent.mkdir()
+    signing.generate(key, key.with_suffix(".pub"), "", passphrase.encode())
+    cwd = tmp_path / "signer-cwd"
+    cwd.mkdir()
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix_path = tmp_path / "signer.sock"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(unix_path))
+    unix.listen()
+    marker = f"hd{secrets.token_hex(6)}"  # a process name (comm: 15 bytes at most)
+    try:
+        yield Targets(tmp_path, key, passphrase, cwd, tmp_path / "outside.txt", tmp_path / "daemon-was-here",
+                      marker, tcp, unix, unix_path)
+    finally:
+        tcp.close()
+        unix.close()
+        for pid in processes_named(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def hostile_wheel(t: Targets) -> Path:
+    so = gcc(t.root / "libhostile.so", str(CSRC / "plugin_hostile.c"), *t.defines())
+    return write_wheel(t.root / "in", "hostile-plugin", "1.0", {
+        "hostile_plugin/__init__.py": b"", "hostile_plugin/libhostile.so": so.read_bytes()})
+
+
+def packager(t: Targets, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, str(EXE), *args], cwd=t.cwd, env=t.env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def migrated_plugin(wheel: Path) -> m.Plugin:
+    with zipfile.ZipFile(wheel) as archive:
+        envelope = archive.read(f"hostile_plugin-1.0.dist-info/{MANIFEST_FILENAME}")
+    (plugin,) = manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "m")), "m").plugins
+    return plugin
+
+
+def reported(info: m.PluginInfo) -> dict[str, str]:
+    """``when:attempt`` -> result, from the pass names the plugin reported."""
+    out = {}
+    for p in info.passes:
+        when, what, result = p.name.split(":")
+        out[f"{when}:{what.split('(')[0]}"] = result
+    return out
+
+
+def processes_named(name: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/comm") as stream:
+                if stream.read().strip() == name:
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def accepted(listener: socket.socket) -> bool:
+    """Whether a connection is waiting: one the plugin made is queued before the packager returns."""
+    listener.setblocking(False)
+    try:
+        conn, _ = listener.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+NO_NESTED_NAMESPACES = ("unshare", "--user", "--map-root-user", "sh", "-c",
+                        'echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"')
+
+
+def sandbox_works() -> bool:
+    return sandbox.available() is None
+
+
+needs_sandbox = pytest.mark.skipif(not sandbox_works(), reason="no user namespaces here")
+
+
+@needs_sandbox
+def test_a_hostile_plugin_learns_nothing_and_leaves_nothing(targets: Targets) -> None:
+    out = targets.root / "out"
+    done = packager(targets, "migrate", str(hostile_wheel(targets)), "-o", str(out), "--key", str(targets.key),
+                    "--capture-plugins")
+    assert done.returncode == 0, done.stderr
+    (wheel,) = out.glob("*.whl")
+    info = migrated_plugin(wheel).info
+    assert info is not None and info.captured and info.ran_in == "sandbox", info
+    said = reported(info)
+    # what the plugin itself saw: every attempt failed, in its constructor and in the call
+    for when in ("ctor", "call"):
+        assert {a: said[f"{when}:{a}"] for a in ("environ", "cmdline", "cwd", "key", "write", "tcp", "unix")
+                if said[f"{when}:{a}"] in WORKED} == {}, said
+        assert said[f"{when}:key"] == "ENOENT" and said[f"{when}:unix"] == "ENOENT", said
+        assert said[f"{when}:tcp"] == "ENETUNREACH" and said[f"{when}:write"] == "ENOENT", said
+    assert said["ctor:daemon"] == "STARTED"
+    # and from outside, once migrate has returned: nothing written, accepted, or left running
+    assert not targets.outside.exists()
+    assert not accepted(targets.tcp) and not accepted(targets.unix)
+    assert processes_named(targets.marker) == []
+    assert not targets.daemon_file.exists()  # its writer is gone: it never will be
+    shown = subprocess.run([str(EXE), "inspect", str(wheel)], capture_output=True, text=True).stdout
+    assert "as reported by the plugin (its own code, run in a sandbox; not checked by the signer)" in shown
+
+
+def test_by_default_no_plugin_code_runs(targets: Targets) -> None:
+    """migrate without --capture-plugins: the constructor never runs (it would write a file
+    and start a daemon); the plugin is recorded not-run, its ELF facts still in."""
+    out = targets.root / "out"
+    done = packager(targets, "migrate", str(hostile_wheel(targets)), "-o", str(out), "--key", str(targets.key))
+    assert done.returncode == 0, done.stderr
+    (wheel,) = out.glob("*.whl")
+    plugin = migrated_plugin(wheel)
+    assert plugin.info is not None and (plugin.info.captured, plugin.info.reason_code) == (False, "not-run")
+    assert plugin.api == "v2"
+    assert not targets.outside.exists() and processes_named(targets.marker) == [] and not accepted(targets.tcp)
+
+
+def test_adopt_runs_no_plugin_code_by_default(targets: Targets) -> None:
+    site = targets.root / "site"
+    pip_install(Path(sys.executable), hostile_wheel(targets), site)
+    os.environ[PASSPHRASE_ENV] = targets.passphrase
+    try:
+        key = signing.load(targets.key)
+    finally:
+        del os.environ[PASSPHRASE_ENV]
+    outcome = adopt(site, "hostile-plugin", key)
+    assert outcome.error is None, outcome.error
+    envelope = (site / "hostile_plugin-1.0.dist-info" / MANIFEST_FILENAME).read_bytes()
+    (plugin,) = manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "m")), "m").plugins
+    assert plugin.info is not None and plugin.info.reason_code == "not-run"
+    assert not targets.outside.exists() and processes_named(targets.marker) == []
+
+
+@needs_sandbox
+def test_without_user_namespaces_capture_is_refused_unless_unsafe(targets: Targets) -> None:
+    """Where nested user namespaces are refused (max_user_namespaces 0 in the namespace the
+    packager runs in): no-sandbox, nothing ran. With the unsafe flag the plugin runs as the
+    signer, with a warning: and this same plugin then gets the key, the command line, the
+    working directory, the sockets, and leaves its daemon, which shows that what the first
+    test sees failing would have worked. Only the passphrase stays hidden: it left the
+    packager's environment before the plugin ran."""
+    wheel = hostile_wheel(targets)
+    refused = packager(targets, "migrate", str(wheel), "-o", str(targets.root / "refused"), "--key",
+                       str(targets.key), "--capture-plugins", prefix=NO_NESTED_NAMESPACES)
+    assert refused.returncode == 0, refused.stderr
+    info = migrated_plugin(next((targets.root / "refused").glob("*.whl"))).info
+    assert info is not None and (info.captured, info.reason_code, info.ran_in) == (False, "no-sandbox", None), info
+    assert not targets.outside.exists() and processes_named(targets.marker) == []
+
+    unsafe = packager(targets, "migrate", str(wheel), "-o", str(targets.root / "unsafe"), "--key",
+                      str(targets.key), "--capture-plugins-unsafe-no-sandbox", prefix=NO_NESTED_NAMESPACES)
+    assert unsafe.returncode == 0, unsafe.stderr
+    assert "no sandbox can be made here" in unsafe.stderr and "WITHOUT a sandbox" in unsafe.stderr
+    info = migrated_plugin(next((targets.root / "unsafe").glob("*.whl"))).info
+    assert info is not None and info.captured and info.ran_in == "unsandboxed", info
+    said = reported(info)
+    assert {a: said[f"ctor:{a}"] for a in ("cmdline", "cwd", "key", "write", "tcp", "unix")} == {
+        "cmdline": "LEAKED", "cwd": "LEAKED", "key": "LEAKED", "write": "WRITTEN", "tcp": "CONNECTED",
+        "unix": "CONNECTED"}
+    assert said["ctor:environ"] == said["call:environ"] == "clean"  # the passphrase was taken out first
+    assert targets.outside.exists() and accepted(targets.tcp) and accepted(targets.unix)
+    assert processes_named(targets.marker) != []  # the daemon outlived the capture (the fixture kills it)
+
+
+def test_the_passphrase_leaves_the_environment(tmp_path: Path) -> None:
+    """Read, then gone: from os.environ, the C environment children get, and this process's
+    own /proc/PID/environ (the bytes overwritten)."""
+    script = ("import os, subprocess\nfrom backend_packager import signing\n"
+              f"assert signing.take_env({PASSPHRASE_ENV!r}) == 'hunter2-secret'\n"
+              "assert b'hunter2-secret' not in open('/proc/self/environ', 'rb').read()\n"
+              f"assert {PASSPHRASE_ENV!r} not in os.environ\n"
+              "print(subprocess.run(['cat', '/proc/self/environ'], capture_output=True).stdout.count(b'hunter2'))\n")
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, PASSPHRASE_ENV: "hunter2-secret"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
+
+
+@needs_sandbox
+def test_the_mirror_redoes_a_wheel_when_capture_is_asked(targets: Targets) -> None:
+    src = targets.root / "in"
+    hostile_wheel(targets)
+    mirror = targets.root / "mirror"
+    first = packager(targets, "mirror", str(src), "-o", str(mirror), "--key", str(targets.key), "--json")
+    again = packager(targets, "mirror", str(src), "-o", str(mirror), "--key", str(targets.key), "--json",
+                     "--capture-plugins")
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    import json
+
+    statuses = [json.loads(d.stdout)["wheels"][0]["status"] for d in (first, again)]
+    assert statuses == ["migrated", "migrated"]
+    info = migrated_plugin(next(mirror.glob("*.whl"))).info
+    assert info is not None and info.captured and info.ran_in == "sandbox"
+    assert processes_named(targets.marker) == [] and not targets.outside.exists()
