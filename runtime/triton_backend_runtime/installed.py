@@ -263,17 +263,18 @@ class HashCache:
 
     def unchanged(self, paths: Iterable[str]) -> None:
         """Raise ``verify.changed`` for the first of ``paths`` whose identity now is not the
-        one its digest was taken with (written after it was hashed, during verification)."""
-        for path in paths:
+        one taken when it was read (a file written after it was hashed, a directory after it
+        was listed, during verification). ``stat``, as the verdict cache's lookup does."""
+        for path in dict.fromkeys(paths):
             taken = self.taken.get(path)
             if taken is None:
                 continue
             try:
-                now: list[object] | None = identity(os.lstat(path))
+                now: list[object] | None = identity(os.stat(path))
             except OSError:
                 now = None
             if now != taken:
-                raise VerifyError("changed", path, "changed after it was hashed, while it was being verified")
+                raise VerifyError("changed", path, "changed after it was read, while it was being verified")
 
     def _result(self, path: str, st: os.stat_result, future: Any, workers: int) -> tuple[list[object], str]:
         try:
@@ -319,10 +320,12 @@ def hash_workers() -> int:
     return max(1, min(8, cores))
 
 
-def walk_files(top: str, budget: list[int]) -> Iterator[tuple[str, list[str]]]:
+def walk_files(top: str, budget: list[int],
+               taken: dict[str, list[object]] | None = None) -> Iterator[tuple[str, list[str]]]:
     """``(directory, file names)`` under ``top``, symlinked directories followed, each
     directory visited once (by device and inode: a symlink loop ends), at most
-    ``budget[0]`` entries in all (shared across calls; raises when spent)."""
+    ``budget[0]`` entries in all (shared across calls; raises when spent). ``taken`` gets
+    each directory's identity as it was before it was listed (what the verdict cache keeps)."""
     seen: set[tuple[int, int]] = set()
     pending = [top]
     while pending:
@@ -335,6 +338,8 @@ def walk_files(top: str, budget: list[int]) -> Iterator[tuple[str, list[str]]]:
         if (st.st_dev, st.st_ino) in seen:
             continue
         seen.add((st.st_dev, st.st_ino))
+        if taken is not None:
+            taken[here] = identity(st)
         budget[0] -= len(entries)
         if budget[0] < 0:
             raise VerifyError("walk-limit", top, f"more than {MAX_WALK_ENTRIES} entries under the package: refusing")

@@ -21,8 +21,9 @@ What is cached is what was hashed: a hashed file's identity is the one its diges
 with, from the descriptor read, before and after reading (:func:`.installed.hash_file`),
 never a ``stat`` made when the verdict is stored. A file written while it was hashed, or
 after, before the verification ended, makes the verdict ``verify.changed``, which is not
-stored (the next import verifies again). Files and directories that are not hashed (the
-``.dist-info``, the manifest, walked directories) are still ``stat``-ed when stored.
+stored (the next import verifies again). A walked directory is kept under its identity from
+before it was listed (:func:`.installed.walk_files`). The rest (the ``.dist-info``, the
+manifest, directories looked at for shared packages) is still ``stat``-ed when stored.
 
 Format 3 is shaped for the warm path, which parses it on every ``import triton``: an
 identity is one string, ``"dev:ino:size:mtime_ns:ctime_ns"`` (``null`` for a file that was

@@ -125,10 +125,11 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_identity(manifest, dist)
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)
-    _check_unlisted(manifest, dist, located, verdict)
+    _check_unlisted(manifest, dist, located, verdict, ctx.hashes.taken)
     _check_symbols(manifest, located, ctx, verdict)
-    # a file written after it was hashed: this verdict is about bytes no longer there
-    ctx.hashes.unchanged(located.values())
+    # a file written after it was hashed, a directory after it was listed: this verdict is
+    # about a state no longer there
+    ctx.hashes.unchanged(verdict.files)
 
 
 def _recorded(dist_info: str) -> list[tuple[str, int]]:
@@ -380,7 +381,8 @@ def _is_code(directory: str, name: str) -> bool:
     return name.endswith(_CODE_SUFFIXES) or is_shared_library(name)
 
 
-def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict) -> None:
+def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict,
+                    taken: dict[str, list[object]] | None = None) -> None:
     listed = set(located.values())
     if manifest.coverage == m.COVERAGE_ALL:
         tops = _import_packages(located, dist.root)
@@ -396,7 +398,7 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
     budget = [MAX_WALK_ENTRIES]
     unlisted: list[str] = []
     for top in sorted(tops):
-        for here, names in walk_files(top, budget):
+        for here, names in walk_files(top, budget, taken):  # each directory's identity before it is listed
             verdict.files.append(here)
             unlisted += [p for n in names if is_extra(here, n) and (p := os.path.join(here, n)) not in listed]
     if unlisted:

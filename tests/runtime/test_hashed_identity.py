@@ -221,3 +221,26 @@ def test_a_libtriton_loaded_as_verified_passes(env: TrustEnv, site: Path, tmp_pa
     other = [verified[0], int(verified[1]) + 1, *verified[2:]]  # type: ignore[call-overload]
     reason = loaded_reason(library, other)
     assert reason is not None and (reason.code, reason.path) == ("verify.changed", library)
+
+
+def test_a_directory_is_kept_under_its_identity_before_it_was_listed(tmp_path: Path) -> None:
+    """Code dropped into a walked directory after its listing: the identity kept is the one
+    from before the listing, so the verdict no longer matches, and the end of verification
+    finds it changed."""
+    from triton_backend_runtime.installed import walk_files
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_bytes(b"")
+    os.utime(package, ns=(10**18, 10**18))  # a past mtime: the drop below sets another, whatever the clock tick
+    hashes = HashCache()
+    assert [names for _, names in walk_files(str(package), [100], hashes.taken)] == [["__init__.py"]]
+    (package / "dropped.py").write_bytes(b"print('not verified')\n")
+    with pytest.raises(VerifyError) as err:
+        hashes.unchanged([str(package)])
+    assert (err.value.code, err.value.path) == ("verify.changed", str(package))
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir(mode=0o700)
+    cache = VerifyCache(str(cache_dir / "verify.json"))
+    cache.store("dist-info", "context", Verdict("verified", files=[str(package)]), hashes.taken)
+    assert cache.lookup("dist-info", "context") is None
