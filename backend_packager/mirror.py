@@ -578,11 +578,11 @@ def mirror(
             os.replace(staging / name, outdir / name)
         _step(hooks, "placed")
         _remove_orphans(outdir, previous, entries)
+        mirrorindex.prune(outdir)  # before the outputs' identities: unlinking a hard link sets its ctime
         _record_outputs(outdir, entries, previous, ctx.staged)
         state = State(ctx.tool, key.public.keyid, entries)
         _write_if_changed(outdir / STATE_FILE, _encode_state(state))
         _step(hooks, "state")
-        mirrorindex.prune(outdir)
         shutil.rmtree(staging, ignore_errors=True)
     results.sort(key=lambda r: (r.filename, r.source))
     return Run(outdir, key.public.keyid, results, state_warnings + warnings)
@@ -873,9 +873,10 @@ def _index_files(entries: dict[str, Entry]) -> list[simpleindex.IndexFile]:
 
 
 def _record_outputs(outdir: Path, entries: dict[str, Entry], previous: State | None, staged: list[str]) -> None:
-    """Each served output's identity, taken now that the index links it (a link sets its
-    ctime). An output reused from the last run keeps its place only when the file is still
-    the one checked at the start (device, inode, size, mtime); else the next run redoes it."""
+    """Each served output's identity, taken now that the index links it and the generations
+    no longer served are gone (a link made or removed sets its ctime). An output reused from
+    the last run keeps its place only when the file is still the one checked at the start
+    (device, inode, size, mtime); else the next run redoes it."""
     fresh = set(staged)
     for name, entry in entries.items():
         if not entry.served:

@@ -190,6 +190,9 @@ def test_adding_one_wheel_migrates_only_that_one(src: Path, wheels: dict[str, Pa
     assert set(index_files(out, "legacy-ep-backend")) == {wheels["backend"].name, added.name}
     assert mtimes(out)["simple/plain-helper/index.html"] == before["simple/plain-helper/index.html"]
     assert run_cli("verify", str(out / added.name), "--trust", str(keys[0].public)).returncode == 0
+    # the new index linked every served wheel again (a new ctime each): still recognised as written
+    _, doc, _ = run_mirror(src, out, keys[0])
+    assert sorted(statuses(doc).values()) == ["failed", "unchanged", "unchanged", "unchanged"]
 
 
 def test_key_change_resigns_migrated_wheels_only(src: Path, wheels: dict[str, Path], keys: tuple,
