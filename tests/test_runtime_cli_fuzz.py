@@ -1,11 +1,11 @@
 """The runtime CLI under hostile input (hypothesis, in-process through ``main(argv)``).
 
 Each example builds a world in a scratch directory: a user trust directory whose entries
-(``*.pub``, ``revoked``, ``threshold``, ``scopes``, ``min-versions``) are random bytes, key
+(``*.pub``, ``revoked``, ``threshold``, ``scopes``, ``min-versions``, ``pins``) are random bytes, key
 lines good and bad, files over the 1 MiB bound, FIFOs, directories, symlink loops, dangling
 links or links to FIFOs; ``TRITON_BACKEND_*`` and the other variables the runtime reads set to
 random text or to such paths; then runs one command (``doctor``, ``list``, ``trust
-list|add|remove|min-version``, ``hook status|install|uninstall``) on them. It asserts the
+list|add|remove|min-version|pin|unpin``, ``hook status|install|uninstall``) on them. It asserts the
 one rule: no traceback and no ``error.internal``, an exit code in {0, 1, 2}, every stderr line
 one ``PROG: error: ... (CODE)`` line, and with ``--json`` a document with ``"format": 1``
 (its error object naming the code of the line). A command still running after
@@ -52,7 +52,7 @@ ERROR_LINE = re.compile(rf"^{re.escape(PROG)}: error: .* \(([a-z]+\.[a-z0-9-]+)\
 VARIABLES = ["TRITON_BACKEND_POLICY", "TRITON_BACKEND_TRUSTED_KEYS", "TRITON_BACKEND_CACHE_DIR",
              "TRITON_BACKEND_REHASH", "TRITON_PLUGIN_PATHS", "TRITON_DEFAULT_BACKEND", "TRITON_BACKENDS_IN_TREE",
              "TRITON_PLUGIN_VERSION_CHECK", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME"]
-TRUST_NAMES = ["a.pub", "b.pub", "revoked", "threshold", "scopes", "min-versions"]
+TRUST_NAMES = ["a.pub", "b.pub", "revoked", "threshold", "scopes", "min-versions", "pins"]
 KINDS = ["bytes", "big", "fifo", "dir", "loop", "dangling", "to-fifo", "absent", "vendor"]
 
 # -- strategies ----------------------------------------------------------------------------
@@ -123,8 +123,8 @@ worlds = st.builds(
 )
 
 COMMANDS = ["trust add", "trust add --scope", "trust remove", "trust remove KEYID", "trust min-version",
-            "trust list", "hook install", "hook uninstall", "hook status", "doctor", "doctor --json", "list",
-            "list --json", "list -v", "-q doctor", "doctor --rehash"]
+            "trust pin", "trust unpin", "trust list", "hook install", "hook uninstall", "hook status", "doctor",
+            "doctor --json", "list", "list --json", "list -v", "-q doctor", "doctor --rehash"]
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,10 @@ def argv(command: Command, target: Path, site: Path, world: World) -> list[str]:
         return [*words, str(target), *user]
     if command.words == "trust remove KEYID":
         return ["trust", "remove", _a_keyid(world) or command.text, *user]
-    if command.words == "trust min-version":
+    if command.words in ("trust min-version", "trust pin"):
         return [*words, command.text, command.other, *user]
+    if command.words == "trust unpin":
+        return [*words, command.text, *user]
     return words
 
 
@@ -339,6 +341,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 @example(World({"scopes": Thing("to-fifo", b"")}, [], NOTHING, NOTHING, {}),
          Command("trust add --scope", Thing("vendor", b""), "demo-backend", "", True))
 @example(World({}, [], NOTHING, NOTHING, {}), Command("trust add", Thing("fifo", b""), "", "", True))
+@example(World({"pins": Thing("to-fifo", b"")}, [], NOTHING, NOTHING, {}), Command("trust pin", NOTHING, "nvidia",
+                                                                                   "demo-backend", True))
 def test_the_runtime_cli_keeps_the_one_rule(installed: Installed, world: World, command: Command) -> None:
     scratch = installed.scratch
     shutil.rmtree(scratch, ignore_errors=True)

@@ -143,11 +143,21 @@ def test_second_distribution_declaring_nvidia(venv: Venv, demo_wheels: dict, tmp
     result = venv.probe(tmp_path)
     rows = {r["distribution"]: r for r in backend_rows(result, "nvidia")}
     assert set(rows) == {"triton", "other-nvidia"}
-    # both legacy: the one earlier on sys.path wins (PYTHONPATH comes before site-packages)
-    assert result["table"]["nvidia"] == "other_nvidia.compiler.OtherBackend"
-    loser = rows["triton"]
+    # both legacy, the other earlier on sys.path (PYTHONPATH comes before site-packages): the
+    # core's own nvidia stays the core's all the same
+    assert result["table"]["nvidia"] == "triton.backends.nvidia.compiler.CUDABackend"
+    loser = rows["other-nvidia"]
     assert loser["state"] == "excluded" and loser["reason"]["code"] == "conflict.name"
-    assert "other-nvidia 2.0" in loser["reason"]["message"]
+    assert "belongs to the Triton core (triton 3.9.0)" in loser["reason"]["message"]
+    assert "trust pin nvidia DIST" in loser["reason"]["message"]
+    # ... until the trust store pins it to the other
+    trust = tmp_path.parent / f"{tmp_path.name}-trust"
+    trust.mkdir()
+    (trust / "pins").write_text("nvidia other-nvidia\n")
+    result = venv.probe(tmp_path, TRITON_BACKEND_TRUSTED_KEYS=str(trust))
+    assert result["table"]["nvidia"] == "other_nvidia.compiler.OtherBackend"
+    rows = {r["distribution"]: r for r in backend_rows(result, "nvidia")}
+    assert "pinned to other-nvidia" in rows["triton"]["reason"]["message"]
 
 
 def test_verified_beats_legacy_in_a_name_conflict(venv: Venv, demo_wheels: dict, migrated: Path,
@@ -157,6 +167,7 @@ def test_verified_beats_legacy_in_a_name_conflict(venv: Venv, demo_wheels: dict,
     assert result["table"]["nvidia"] == "triton.backends.nvidia.compiler.CUDABackend"
     rows = {r["distribution"]: r for r in backend_rows(result, "nvidia")}
     assert rows["other-nvidia"]["reason"]["code"] == "conflict.name"
+    assert "belongs to the Triton core" in rows["other-nvidia"]["reason"]["message"]  # verified or not
 
 
 def _claim_targets(*targets: str) -> Callable[[Manifest], None]:

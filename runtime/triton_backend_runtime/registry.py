@@ -342,8 +342,10 @@ class Registry:
         return admitted
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
-        core = self._core_claims()
-        if not _may_conflict(backends, plugins, core, self._is_core):
+        admitted: list[Entry | PluginEntry] = [*backends, *plugins]
+        others = _keys([i for i in admitted if not self._is_core(i)])
+        core = self._core_claims(others) if others else {}
+        if not core and not _may_conflict(backends, plugins):
             return  # nothing can conflict: the common case skips the rule, its import and the pins
         from .conflicts import resolve
         from .trust import load_pins
@@ -362,9 +364,11 @@ class Registry:
         triton = self.discovery.triton if self.discovery else None
         return triton is not None and item.dist is not None and item.dist.dist_info == triton.dist_info
 
-    def _core_claims(self) -> dict[tuple[str, str], str]:
-        """What the Triton core claims, whatever became of it (excluded or not): each
-        ``(kind, name)`` with the core's label. The core's names are its own (:mod:`.conflicts`)."""
+    def _core_claims(self, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """Which of ``wanted`` the Triton core claims, whatever became of its claim (excluded
+        or not), each with the core's label: the core's names are its own (:mod:`.conflicts`).
+        Only the kinds asked for are gathered (a bundled plugin's thousands of exports are not,
+        unless another plugin's exports are in question)."""
         triton = self.discovery.triton if self.discovery else None
         if triton is None:
             return {}
@@ -372,7 +376,8 @@ class Registry:
         items = [i for i in everything if self._is_core(i)]
         verdict = self.verdicts.get(triton.dist_info)
         declared = [(b.name, tuple(b.targets)) for b in verdict.backends] if verdict else []
-        return dict.fromkeys(_keys(items, declared), triton.label())
+        claimed = _keys(items, declared, {kind for kind, _ in wanted})
+        return dict.fromkeys(sorted(claimed & wanted), triton.label())
 
     def _located(self, entry: Entry) -> bool:
         """Whether ``entry.package`` imports from the location that was verified."""
@@ -579,17 +584,18 @@ def _claim(key: int, item: Entry | PluginEntry, core: bool) -> Any:
                  ops=tuple(terms.ops) if terms else (), core=core)
 
 
-def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[str, ...]]] = ()
-          ) -> set[tuple[str, str]]:
-    """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`), and the
-    ``(backend name, targets)`` pairs of ``declared``."""
+def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[str, ...]]] = (),
+          kinds: set[str] | None = None) -> set[tuple[str, str]]:
+    """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`; only ``kinds``
+    when given), and the ``(backend name, targets)`` pairs of ``declared``."""
     keys: set[tuple[str, str]] = set()
     for name, targets in [(e.name, tuple(e.targets)) for e in items if isinstance(e, Entry)] + list(declared):
         keys |= {("backend", name), *(("target", t) for t in targets)}
     for plugin in (p for p in items if isinstance(p, PluginEntry)):
         _, exports, passes, dialects, ops = _library(plugin)
-        keys |= {*(("symbol", n) for n in exports), *(("pass", n) for n in passes),
-                 *(("dialect", n) for n in dialects), *(("op", n) for n in ops)}
+        for kind, names in (("symbol", exports), ("pass", passes), ("dialect", dialects), ("op", ops)):
+            if kinds is None or kind in kinds:
+                keys.update((kind, n) for n in names)
     return keys
 
 
@@ -604,21 +610,16 @@ def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
 _SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
 
 
-def _may_conflict(backends: list[Entry], plugins: list[PluginEntry], core: dict[tuple[str, str], str],
-                  is_core: Callable[[Entry | PluginEntry], bool]) -> bool:
-    """Whether :func:`.conflicts.resolve` could exclude anything: some name is claimed twice,
-    or another distribution claims one of the core's (``core``). One distribution's copies of
-    one library (the same exports, passes, dialects and ops: a wheel holds no symlinks) count
-    once, as the rule counts them: triton 3.9.0 bundles ``libMLIRDialectPlugin.so`` and
-    ``.so.24.0git``, and its warm import then skips the rule."""
+def _may_conflict(backends: list[Entry], plugins: list[PluginEntry]) -> bool:
+    """Whether :func:`.conflicts.resolve` could exclude anything among the admitted: some name
+    is claimed twice (the core's names claimed by others are looked for apart). One
+    distribution's copies of one library (the same exports, passes, dialects and ops: a wheel
+    holds no symlinks) count once, as the rule counts them: triton 3.9.0 bundles
+    ``libMLIRDialectPlugin.so`` and ``.so.24.0git``, and its warm import then skips the rule."""
     if _repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets]):
         return True
     libraries = list(dict.fromkeys(_library(p) for p in plugins))
-    if any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5)):
-        return True
-    items: list[Entry | PluginEntry] = [*backends, *plugins]
-    others = [i for i in items if not is_core(i)]
-    return bool(core) and bool(others) and not _keys(others).isdisjoint(core)
+    return any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5))
 
 
 def _library(plugin: PluginEntry) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
