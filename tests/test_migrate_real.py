@@ -82,7 +82,8 @@ def test_utlx_plugin_needs_libtriton(key: Keypair, tmp_path: Path) -> None:
     from _wheels import fetch_wheel
 
     wheel = fetch_wheel("triton-utlx==3.8.0.post16")
-    proc = run_cli("migrate", str(wheel), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    proc = run_cli("migrate", str(wheel), "-o", str(tmp_path), "--key", str(key.private), "--json",
+                   "--capture-plugins")
     assert proc.returncode == 0, proc.stderr
     out = Path(json.loads(proc.stdout)["wheels"][0]["output"])
     assert run_cli("verify", str(out), "--trust", str(key.public)).returncode == 0

@@ -386,6 +386,7 @@ def test_triton_390_bundled_plugins_captured_from_the_wheel(triton_wheel: Path, 
     captured = {p.path: p.info for p in plugins}
     test_lib, dialect = captured[names[1]], captured[names[2]]
     assert test_lib is not None and dialect is not None and test_lib.captured and dialect.captured
+    assert test_lib.ran_in == dialect.ran_in == "sandbox"  # libtriton.so (500 MB) and all, in the sandbox
     assert (test_lib.name, test_lib.version, test_lib.triton_version, test_lib.libtriton) == (
         "TritonPlugin", "0.1.0", "3.9.0", LIBTRITON)
     assert [p.name for p in test_lib.passes] == ["plugin"]

@@ -90,8 +90,8 @@ def make_venv(root: Path, triton_wheel: Path) -> Venv:
 
 
 def migrate(wheel: Path, out: Path, key: Path) -> Path:
-    """``backend-packager migrate`` one wheel, signed with ``key``."""
-    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
+    """``backend-packager migrate`` one wheel, signed with ``key``, its plugins asked (in the sandbox)."""
+    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key), "--capture-plugins")
     assert done.returncode == 0, done.stderr
     return out / wheel.name
 
