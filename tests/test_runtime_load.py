@@ -388,6 +388,12 @@ def _(t: Tree) -> Outcome:
     return t.manifest, None
 
 
+@case("manifest.limit", "a-tag-over-MAX_TAGS")
+def _(t: Tree) -> Outcome:
+    t.sign_statement(lambda doc: doc["predicate"].update(tags=doc["predicate"]["tags"] * (m.MAX_TAGS + 1)))
+    return t.manifest, None
+
+
 @case("manifest.schema", "size-is-a-string")
 def _(t: Tree) -> Outcome:
     t.sign_statement(lambda doc: doc["predicate"]["artifacts"][0].update(size="12"))

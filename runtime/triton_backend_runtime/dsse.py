@@ -16,10 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import jsonlimits
-from .errors import SignatureError
+from .errors import ManifestError, SignatureError
 from .trust import TrustStore
 
 __all__ = [
@@ -73,8 +75,12 @@ def encode(envelope: Envelope) -> bytes:
     return json.dumps(doc, sort_keys=True, indent=1).encode("ascii") + b"\n"
 
 
-def decode(data: bytes, where: str) -> Envelope:
-    """Parse the envelope's outer JSON (not the payload), within size, depth and type bounds."""
+def decode(data: bytes, where: str, *,
+           payload_limit: Callable[[tuple[Signature, ...]], tuple[int, str] | None] | None = None) -> Envelope:
+    """Parse the envelope's outer JSON (not the payload), within size, depth and type bounds.
+
+    ``payload_limit``, given the signatures, may answer ``(bytes, name of the cap)``: a bigger
+    payload is refused (ManifestError ``manifest.limit``) before it is base64-decoded."""
     doc = jsonlimits.loads(data, where, SignatureError, limit=MAX_ENVELOPE_BYTES)
     if not isinstance(doc, dict):
         raise SignatureError("malformed", where, "not a DSSE envelope: not a JSON object")
@@ -84,11 +90,19 @@ def decode(data: bytes, where: str) -> Envelope:
                              "signatures (a list) are required")
     if len(sigs) > MAX_SIGNATURES:
         raise SignatureError("malformed", where, f"{len(sigs)} signatures; the limit is {MAX_SIGNATURES}")
-    return Envelope(_b64(payload, where), kind, tuple(_signature(s, where) for s in sigs))
+    signatures = tuple(_signature(s, where) for s in sigs)
+    limit = payload_limit(signatures) if payload_limit is not None else None
+    size = len(payload) // 4 * 3 - payload[-2:].count("=")  # what it decodes to, when it is base64
+    if limit is not None and size > limit[0]:
+        raise ManifestError("limit", where, f"a payload of {size:,} bytes that no trusted key signed; the limit "
+                            f"is {limit[0]:,} ({limit[1]})")
+    return Envelope(_b64(payload, where), kind, signatures)
 
 
 def _b64(text: str, where: str) -> bytes:
     try:
+        if sys.version_info >= (3, 11):  # strict_mode: the alphabet checked in C, ~6x the regex's speed
+            return binascii.a2b_base64(text, strict_mode=True)
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise SignatureError("malformed", where, f"not a DSSE envelope: bad base64 ({exc})") from None

@@ -29,7 +29,10 @@ from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
 __all__ = [
     "Artifact", "Backend", "Build", "COVERAGE_ALL", "COVERAGE_NATIVE", "CaptureFailure", "Coverage",
     "EXPORT_LIST_LIMIT", "ElfInfo", "ExportTable", "INSTALLER_FILES", "INTERP_MAX_CHARS", "Import", "MANIFEST_FILENAME",
-    "MAX_MANIFEST_BYTES", "Manifest", "OnFailure", "PLUGIN_V1_SYMBOLS", "PLUGIN_V2_SYMBOL", "PROTOCOL_VERSION",
+    "MAX_ARTIFACTS", "MAX_BACKENDS", "MAX_MANIFEST_BYTES", "MAX_NAMES", "MAX_PLUGINS", "MAX_REPAIRS", "MAX_SYMBOLS",
+    "MAX_TAGS", "MAX_UNSIGNED_LOOKUP_BYTES", "MAX_UNSIGNED_MANIFEST_BYTES",
+    "MAX_UNSIGNED_MANIFEST_VALUES", "Manifest", "OnFailure",
+    "PLUGIN_V1_SYMBOLS", "PLUGIN_V2_SYMBOL", "PROTOCOL_VERSION",
     "PassPlacement", "Phase", "Plugin", "PluginApi", "PluginContract", "PluginDialect", "PluginInfo", "PluginPass",
     "Provenance", "Repair", "Requirements", "SCHEMA_MAJOR", "SCHEMA_MINOR", "SCHEMA_URI", "SCHEMA_VERSION", "Symbol",
     "VersionNeed", "check_version", "file_kind", "from_json", "from_value", "is_installer_file", "json_schema",
@@ -66,6 +69,43 @@ COVERAGE_NATIVE: Coverage = "native"
 INTERP_MAX_CHARS = 4 * 4096
 #: Above this many exports, a library's export list is summarised (see ExportTable).
 EXPORT_LIST_LIMIT = 4096
+
+# Caps: every collection a manifest holds has one, checked by the decoder before any of its
+# items is decoded (``schema.MaxItems``); over a cap is ``manifest.limit``, naming it. Each is
+# far above real wheels (triton 3.9.0: 2 tags, 598 artifacts, 2 backends, 3 plugins, 691
+# imports in its biggest list) and far below what makes the checks that use them slow. The
+# table, with the why of each, is docs/manifest-limits.md.
+#: Wheel tags (PEP 425 compressed tag sets: a real wheel has one to a few).
+MAX_TAGS = 256
+#: Files one manifest vouches for (every file of the wheel, for coverage "all").
+MAX_ARTIFACTS = 1 << 16
+#: Backends (entry points) one wheel declares.
+MAX_BACKENDS = 64
+#: Plugin libraries one wheel ships.
+MAX_PLUGINS = 1024
+#: Names in one list: targets, passes, dialects, ops, DT_NEEDED / RPATH / RUNPATH entries,
+#: compilers, extension modules, plugin API symbols, version needs and their versions.
+MAX_NAMES = 4096
+#: Symbols one library imports, or lists as exports (imports are always listed in full).
+MAX_SYMBOLS = 1 << 17
+#: Repairs ``migrate --rewrite-record`` recorded (one per member at most, and the tags).
+MAX_REPAIRS = 1 << 17
+#: A manifest no trusted key signed (hash-only, or an unknown signer) is anyone's to write and
+#: grants no trust: it is refused above these, before its payload is decoded or parsed. A
+#: signed one has MAX_MANIFEST_BYTES, once its signature verified.
+MAX_UNSIGNED_MANIFEST_BYTES = 4 << 20
+MAX_UNSIGNED_MANIFEST_VALUES = 1 << 17
+#: Bytes of import names such a manifest may have looked up in libtriton.so (triton 3.9.0's
+#: plugins: 17 KB); each lookup hashes its name in Python.
+MAX_UNSIGNED_LOOKUP_BYTES = 128 << 10
+# The caps as the decoder reads them from the fields' annotations.
+_ARTIFACTS = schema.MaxItems(MAX_ARTIFACTS, "MAX_ARTIFACTS")
+_BACKENDS = schema.MaxItems(MAX_BACKENDS, "MAX_BACKENDS")
+_NAMES = schema.MaxItems(MAX_NAMES, "MAX_NAMES")
+_PLUGINS = schema.MaxItems(MAX_PLUGINS, "MAX_PLUGINS")
+_REPAIRS = schema.MaxItems(MAX_REPAIRS, "MAX_REPAIRS")
+_SYMBOLS = schema.MaxItems(MAX_SYMBOLS, "MAX_SYMBOLS")
+_TAGS = schema.MaxItems(MAX_TAGS, "MAX_TAGS")
 
 #: Plugin API v2: one entry point returning a struct of everything the plugin provides.
 PLUGIN_V2_SYMBOL = "tritonGetPluginInfo"
@@ -112,7 +152,7 @@ class ExportTable:
     count: int
     digest: str
     complete: Annotated[bool, "True when `symbols` lists every export"]
-    symbols: Annotated[list[Symbol], "All exports, or only the significant ones when incomplete"]
+    symbols: Annotated[list[Symbol], _SYMBOLS, "All exports, or only the significant ones when incomplete"]
 
 
 @dataclass
@@ -120,7 +160,7 @@ class VersionNeed:
     """Versions required from one library (.gnu.version_r)."""
 
     library: str
-    versions: list[str]
+    versions: Annotated[list[str], _NAMES]
 
 
 @dataclass
@@ -128,7 +168,7 @@ class PluginApi:
     """The Triton plugin entry points a library exports."""
 
     api: Literal["v1", "v2"]
-    symbols: list[str]
+    symbols: Annotated[list[str], _NAMES]
 
 
 @dataclass
@@ -141,17 +181,17 @@ class ElfInfo:
     osabi: Annotated[str, "SYSV or GNU"]
     file_type: Annotated[str, "DYN (shared object / PIE) or EXEC"]
     soname: str | None
-    needed: list[str]
-    rpath: list[str]
-    runpath: list[str]
+    needed: Annotated[list[str], _NAMES]
+    rpath: Annotated[list[str], _NAMES]
+    runpath: Annotated[list[str], _NAMES]
     build_id: str | None
-    compiler: Annotated[list[str], "Entries of the .comment section, e.g. 'GCC: (...) 12.2.0'"]
+    compiler: Annotated[list[str], _NAMES, "Entries of the .comment section, e.g. 'GCC: (...) 12.2.0'"]
     exports: ExportTable
-    imports: list[Import]
-    version_needs: list[VersionNeed]
+    imports: Annotated[list[Import], _SYMBOLS]
+    version_needs: Annotated[list[VersionNeed], _NAMES]
     glibc: Annotated[str | None, "Highest GLIBC_x.y version required"]
     manylinux: Annotated[str, "The manylinux tag the glibc requirement implies"]
-    python_extension: Annotated[list[str], "Module names of PyInit_* exports"]
+    python_extension: Annotated[list[str], _NAMES, "Module names of PyInit_* exports"]
     plugin: PluginApi | None
     interpreter: Annotated[
         str | None,
@@ -188,7 +228,7 @@ class Backend:
     package: Annotated[str, "Package holding compiler.py and driver.py"]
     compiler: Annotated[str | None, "module:Class of the BaseBackend subclass, where known"]
     driver: Annotated[str | None, "module:Class of the DriverBase subclass, where known"]
-    targets: list[str] = field(default_factory=list)
+    targets: Annotated[list[str], _NAMES] = field(default_factory=list)
 
 
 @dataclass
@@ -234,9 +274,9 @@ class PluginInfo:
     name: Annotated[str | None, "PluginInfo.pluginName"] = None
     version: Annotated[str | None, "PluginInfo.pluginVersion"] = None
     triton_version: Annotated[str | None, "PluginInfo.tritonVersion: the Triton it was built against"] = None
-    passes: list[PluginPass] = field(default_factory=list)
-    dialects: list[PluginDialect] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
+    passes: Annotated[list[PluginPass], _NAMES] = field(default_factory=list)
+    dialects: Annotated[list[PluginDialect], _NAMES] = field(default_factory=list)
+    ops: Annotated[list[str], _NAMES] = field(default_factory=list)
     libtriton: Annotated[str | None, "The libtriton.so it resolved against: a wheel path, or the build's"] = None
     ran_in: Annotated[
         CaptureIsolation | None,
@@ -270,7 +310,7 @@ class PluginContract:
     triton: Annotated[str, "PEP 440 range of Triton releases the plugin supports ('' for any)"] = ""
     phase: Annotated[Phase, "'import': registered when libtriton is imported; 'explicit': by the vendor's code"] = (
         "import")
-    passes: list[PassPlacement] = field(default_factory=list)
+    passes: Annotated[list[PassPlacement], _NAMES] = field(default_factory=list)
     on_failure: Annotated[OnFailure, "'fail': compiling raises when the plugin is not loaded; "
                                      "'fallback': a warning, and the standard pipeline"] = "fallback"
 
@@ -300,7 +340,7 @@ class Build:
 
     tool: str
     tool_version: str
-    compiler: list[str] = field(default_factory=list)
+    compiler: Annotated[list[str], _NAMES] = field(default_factory=list)
     source_date_epoch: int | None = None
 
 
@@ -322,6 +362,7 @@ class Provenance:
     source_sha256: str | None = None
     repairs: Annotated[
         list[Repair],
+        _REPAIRS,
         "Where the legacy wheel's RECORD or file-name tags disagreed with its contents, each repaired "
         "from the contents (`migrate --rewrite-record`); empty when the input agreed with itself",
     ] = field(default_factory=list)
@@ -334,12 +375,12 @@ class Manifest:
     schema_version: str
     name: str
     version: str
-    tags: Annotated[list[str], "Wheel tags, e.g. cp311-cp311-manylinux_2_27_x86_64"]
+    tags: Annotated[list[str], _TAGS, "Wheel tags, e.g. cp311-cp311-manylinux_2_27_x86_64"]
     protocol_version: Annotated[str, "Backend protocol version, 'MAJOR.MINOR'"]
     requirements: Requirements
-    backends: list[Backend]
-    plugins: list[Plugin]
-    artifacts: list[Artifact]
+    backends: Annotated[list[Backend], _BACKENDS]
+    plugins: Annotated[list[Plugin], _PLUGINS]
+    artifacts: Annotated[list[Artifact], _ARTIFACTS]
     build: Build
     provenance: Provenance
     coverage: Annotated[
@@ -381,8 +422,8 @@ def from_value(value: object, where: str = "manifest") -> Manifest:
     check_version(value.get("schema_version"), where)
     try:
         return schema.decode(Manifest, value)
-    except ManifestError as exc:
-        raise ManifestError("schema", where, f"{exc.path}: {exc.detail}") from None
+    except ManifestError as exc:  # the location inside the manifest joins the detail; the code stays
+        raise ManifestError(exc.code.partition(".")[2], where, f"{exc.path}: {exc.detail}") from None
 
 
 def check_version(found: object, where: str) -> None:

@@ -9,7 +9,9 @@ stops the build side and the load side from drifting apart.
 Decoding is strict about types (``true`` is not an integer, ``1`` is not a string) and
 lenient about unknown object keys, which are ignored so that a reader accepts any minor
 version of its own major. A string field annotated with :class:`MaxLength` is refused
-above it when decoding, and the JSON Schema states it (``maxLength``).
+above it when decoding, and the JSON Schema states it (``maxLength``); a list field annotated
+with :class:`MaxItems` is refused above it before any of its items is decoded (code
+``limit``, naming the cap), and the JSON Schema states it (``maxItems``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 
 from .errors import ManifestError
 
-__all__ = ["Decoder", "MaxLength", "T", "decode", "encode", "json_schema"]
+__all__ = ["Decoder", "MaxItems", "MaxLength", "T", "decode", "encode", "json_schema"]
 
 T = TypeVar("T")
 
@@ -33,6 +35,15 @@ class MaxLength:
     ``maxLength``, which also counts characters)."""
 
     chars: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxItems:
+    """``Annotated[list[T], MaxItems(n, "MAX_X"), "doc"]``: at most ``n`` items (JSON Schema
+    ``maxItems``); ``cap`` names the constant, so that a refusal says which cap it met."""
+
+    items: int
+    cap: str
 
 _HINTS: dict[tuple[type, bool], dict[str, Any]] = {}
 
@@ -69,7 +80,7 @@ def decode(cls: type[T], value: Any, where: str = "$", *, complete: bool = False
     try:
         result: T = _decoder(cls, complete)(value)
     except _Invalid as exc:
-        raise ManifestError("schema", where + "".join(reversed(exc.parts)), exc.detail) from None
+        raise ManifestError(exc.code, where + "".join(reversed(exc.parts)), exc.detail) from None
     return result
 
 
@@ -77,9 +88,10 @@ class _Invalid(Exception):
     """A value that does not fit; each enclosing level adds its key on the way out, so the
     location is built only when something is wrong (building it per value cost ~40 %)."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, code: str = "schema") -> None:
         super().__init__(detail)
         self.detail = detail
+        self.code = code
         self.parts: list[str] = []
 
 
@@ -178,9 +190,9 @@ def _mapping(item: Decoder) -> Decoder:
 
 def _object(cls: type, complete: bool) -> Decoder:
     hints = _hints(cls)
-    bounds = {name: _max_length(tp) for name, tp in _hints(cls, extras=True).items()}
+    bounds = {name: (_max_length(tp), _max_items(tp)) for name, tp in _hints(cls, extras=True).items()}
     fields = [
-        (f.name, _bounded(_decoder(hints[f.name], complete), bounds.get(f.name)),
+        (f.name, _bounded(_decoder(hints[f.name], complete), *bounds.get(f.name, (None, None))),
          complete or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
         for f in dataclasses.fields(cls)
     ]
@@ -209,13 +221,21 @@ def _max_length(tp: Any) -> int | None:
     return next((m.chars for m in typing.get_args(tp)[1:] if isinstance(m, MaxLength)), None)
 
 
-def _bounded(decoder: Decoder, chars: int | None) -> Decoder:
-    if chars is None:
+def _max_items(tp: Any) -> MaxItems | None:
+    if typing.get_origin(tp) is not Annotated:
+        return None
+    return next((m for m in typing.get_args(tp)[1:] if isinstance(m, MaxItems)), None)
+
+
+def _bounded(decoder: Decoder, chars: int | None, items: MaxItems | None = None) -> Decoder:
+    if chars is None and items is None:
         return decoder
 
     def decode(value: Any) -> Any:
-        if isinstance(value, str) and len(value) > chars:
+        if chars is not None and isinstance(value, str) and len(value) > chars:
             raise _Invalid(f"a string of {len(value):,} characters; the limit is {chars:,}")
+        if items is not None and isinstance(value, list) and len(value) > items.items:
+            raise _Invalid(f"{len(value):,} items; the limit is {items.items:,} ({items.cap})", "limit")
         return decoder(value)
 
     return decode
@@ -290,6 +310,9 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
             chars = _max_length(hints[field.name])
             if chars is not None:
                 _string_schema(prop)["maxLength"] = chars
+            items = _max_items(hints[field.name])
+            if items is not None:
+                prop["maxItems"] = items.items
             prop.update(("description", doc) for doc in extras if isinstance(doc, str))
         else:
             prop = _schema_for(tp, defs)

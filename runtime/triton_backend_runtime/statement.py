@@ -37,9 +37,10 @@ def manifest_from_statement(body: bytes, where: str) -> m.Manifest:
     return manifest_of(load(body, where), where)
 
 
-def load(body: bytes, where: str) -> dict[str, Any]:
-    """The statement's JSON (bounded), checked to be an in-toto Statement v1."""
-    doc = jsonlimits.loads(body, where, ManifestError, limit=m.MAX_MANIFEST_BYTES)
+def load(body: bytes, where: str, *, max_values: tuple[int, str] | None = None) -> dict[str, Any]:
+    """The statement's JSON (bounded; ``max_values``: see :func:`.jsonlimits.loads`), checked
+    to be an in-toto Statement v1."""
+    doc = jsonlimits.loads(body, where, ManifestError, limit=m.MAX_MANIFEST_BYTES, max_values=max_values)
     if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
         raise ManifestError("statement", where, f"not an in-toto Statement v1 (_type must be {STATEMENT_TYPE})")
     return doc
@@ -50,8 +51,12 @@ def manifest_of(doc: dict[str, Any], where: str) -> m.Manifest:
     kind = doc.get("predicateType")
     if not isinstance(kind, str) or not kind.startswith(m.SCHEMA_URI.rsplit(":", 1)[0]):
         raise ManifestError("statement", where, f"predicateType {str(kind)[:100]!r} is not a Triton backend manifest")
+    subjects = doc.get("subject")
+    if isinstance(subjects, list) and len(subjects) > m.MAX_ARTIFACTS:  # one subject per artifact
+        raise ManifestError("limit", where, f"{len(subjects):,} statement subjects; the limit is "
+                            f"{m.MAX_ARTIFACTS:,} (MAX_ARTIFACTS)")
     manifest = m.from_value(doc.get("predicate"), where)
-    _check_subjects(doc.get("subject"), manifest, where)
+    _check_subjects(subjects, manifest, where)
     return manifest
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from . import dsse, dynsym, statement
 from . import manifest as m
 from .discovery import Distribution, canonical
-from .errors import SignatureError, TrustError, TrustStoreError, VerifyError
+from .errors import ManifestError, SignatureError, TrustError, TrustStoreError, VerifyError
 from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
     Confinement,
@@ -113,7 +113,8 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
     payload, keyids = _check_signature(data, dist.manifest, ctx.trust, verdict)
-    manifest = statement.manifest_of(statement.load(payload, dist.manifest), dist.manifest)
+    budget = None if keyids else (m.MAX_UNSIGNED_MANIFEST_VALUES, "MAX_UNSIGNED_MANIFEST_VALUES")
+    manifest = statement.manifest_of(statement.load(payload, dist.manifest, max_values=budget), dist.manifest)
     verdict.coverage = manifest.coverage
     if manifest.coverage != m.COVERAGE_ALL:
         verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
@@ -166,7 +167,7 @@ def _join(*notes: str) -> str:
 
 
 def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdict) -> tuple[bytes, tuple[str, ...]]:
-    envelope = dsse.decode(data, where)
+    envelope = dsse.decode(data, where, payload_limit=lambda signatures: _payload_limit(signatures, trust))
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
         raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type[:100]!r} is not ours")
     known = _known(envelope.signatures, trust)
@@ -192,6 +193,12 @@ def _known(signatures: tuple[dsse.Signature, ...], trust: TrustStore) -> list[ds
     if trust.suspended():
         return []
     return [s for s in signatures if s.keyid in trust.keys or trust.revoked_by(s.keyid)]
+
+
+def _payload_limit(signatures: tuple[dsse.Signature, ...], trust: TrustStore) -> tuple[int, str] | None:
+    """A payload no trusted key may have signed is anyone's: the tighter budget, before it is
+    decoded. With a trusted (or revoked) key's signature it is verified before it is parsed."""
+    return None if _known(signatures, trust) else (m.MAX_UNSIGNED_MANIFEST_BYTES, "MAX_UNSIGNED_MANIFEST_BYTES")
 
 
 def _signer(trust: TrustStore, keyid: str) -> str:
@@ -311,8 +318,11 @@ def _check_triton_package(manifest: m.Manifest, running: str, where: str) -> Non
 
 
 def _check_tags(tags: list[str], where: str) -> None:
-    """PEP 425 compressed tag sets (``py2.py3-none-any``) matched field by field: expanding
-    them first would build the product of the three fields, n**3 tags for n parts each."""
+    """PEP 425 compressed tag sets (``py2.py3-none-any``) matched field by field, with sets:
+    of a tag's interpreters those this Python has, of their ABIs those it has with them, and
+    whether their platforms meet. Never the product of the three fields (n**3 tags for n parts
+    each), never every manifest tag against every interpreter tag (100,000 tags against ~1000
+    took 40 s): at most 256 tags (``manifest.MAX_TAGS``), each a few set intersections."""
     if not tags:
         return
     fields = []
@@ -323,10 +333,13 @@ def _check_tags(tags: list[str], where: str) -> None:
             raise VerifyError("tag", where, f"wheel tag {text[:100]!r} is not 'python-abi-platform' "
                               f"(at most {MAX_TAG_PARTS} dotted parts each)")
         fields.append(expanded)
-    for interpreter, abi, platform in _interpreter_tags():
-        if any(interpreter in i and abi in a and platform in p for i, a, p in fields):
-            return
-    raise VerifyError("tag", where, f"wheel tags {', '.join(t[:100] for t in tags)} do not fit this interpreter")
+    ours = _interpreter_tags()
+    for interpreters, abis, platforms in fields:
+        for interpreter in interpreters & ours.keys():
+            if any(not platforms.isdisjoint(ours[interpreter][abi]) for abi in abis & ours[interpreter].keys()):
+                return
+    raise VerifyError("tag", where, f"wheel tags {', '.join(t[:100] for t in tags[:8])}"
+                      f"{f' (and {len(tags) - 8} more)' if len(tags) > 8 else ''} do not fit this interpreter")
 
 
 def _check_specifier(what: str, spec: str | None, installed: str | None, where: str) -> None:
@@ -344,14 +357,16 @@ def _check_specifier(what: str, spec: str | None, installed: str | None, where: 
         raise VerifyError(what.lower(), where, f"requires {what} {spec}; installed is {installed}")
 
 
-_TAGS: list[tuple[str, str, str]] = []
+#: This interpreter's tags (``packaging.tags.sys_tags``): interpreter -> ABI -> platforms.
+_TAGS: dict[str, dict[str, set[str]]] = {}
 
 
-def _interpreter_tags() -> list[tuple[str, str, str]]:
+def _interpreter_tags() -> dict[str, dict[str, set[str]]]:
     if not _TAGS:
         from packaging.tags import sys_tags
 
-        _TAGS.extend((t.interpreter, t.abi, t.platform) for t in sys_tags())
+        for tag in sys_tags():
+            _TAGS.setdefault(tag.interpreter, {}).setdefault(tag.abi, set()).add(tag.platform)
     return _TAGS
 
 
@@ -613,6 +628,7 @@ def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context, 
     core it came with is still the core."""
     plugins = {p.path for p in manifest.plugins}
     core = ctx.libtriton is not None and ctx.libtriton in located.values()
+    budget = m.MAX_UNSIGNED_LOOKUP_BYTES if verdict.status != VERIFIED else None  # anyone's names: bounded
     provided: set[str] = set()
     for artifact in manifest.artifacts:
         if artifact.elf is not None and artifact.elf.exports.complete:
@@ -631,6 +647,12 @@ def _check_symbols(manifest: m.Manifest, located: dict[str, str], ctx: Context, 
         where = located.get(artifact.path, artifact.path)
         if ctx.libtriton is None:
             raise VerifyError("libtriton", where, "needs libtriton.so, which is not installed")
+        if budget is not None:  # each name is hashed in Python (the GNU hash): ~250 ms a MB of names
+            budget -= sum(map(len, needs))
+            if budget < 0:
+                raise ManifestError("limit", where, f"more than {m.MAX_UNSIGNED_LOOKUP_BYTES:,} bytes of names to "
+                                    "look up in libtriton.so for a manifest no trusted key signed "
+                                    "(MAX_UNSIGNED_LOOKUP_BYTES)")
         missing = dynsym.missing_exports(ctx.libtriton, needs)
         if missing:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
