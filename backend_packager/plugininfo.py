@@ -66,6 +66,7 @@ from triton_backend_runtime.errors import ManifestError
 
 from . import fsutil, sandbox
 from .errors import ConfigError, WheelError
+from .wheelfile import open_zip
 
 #: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
 API_VERSION = 2
@@ -264,8 +265,8 @@ def _isolation(policy: Policy) -> str:
 
 def warnings(plugins: list[m.Plugin], where: str) -> list[str]:
     """A warning for each plugin whose code ran outside a sandbox (on request)."""
-    return [f"{where}!{p.path}: the plugin's code ran WITHOUT a sandbox, as the signer (no sandbox can be made "
-            "here and it was asked for): it could read the signing key and everything the signer can"
+    return [f"{where}!{p.path}: the plugin's code ran WITHOUT a sandbox, as the signer (none can be made here; "
+            "the unsafe choice allowed it): it could read the signing key and everything the signer can"
             for p in plugins if p.info is not None and p.info.ran_in == UNSANDBOXED]
 
 
@@ -376,7 +377,11 @@ def _extract(artifact: m.Artifact, wheel: Path, into: Path, name: str) -> Path:
     digest = hashlib.sha256()
     seen = 0
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(artifact.path) as stream, target.open("xb") as out:
+        with (
+            open_zip(wheel, str(wheel)) as archive,  # as migrate reads it: one descriptor, no symlink
+            archive.open(artifact.path) as stream,
+            target.open("xb") as out,
+        ):
             while chunk := stream.read(min(_CHUNK, artifact.size - seen + 1)):
                 seen += len(chunk)
                 if seen > artifact.size:

@@ -183,7 +183,8 @@ def _contract_lines(terms: dict[str, Any] | None) -> list[str]:
     if terms["captured"]:
         lines = [f"captured:  {terms['name']} {terms['version']}, built for Triton {terms['built_for']}; "
                  f"passes {', '.join(terms['passes']) or 'none'}; dialects {', '.join(terms['dialects']) or 'none'}; "
-                 f"ops {len(terms['ops'])}"]
+                 f"ops {len(terms['ops'])}",
+                 "  (as the plugin's own code reported it when it was signed: nothing the signer checked)"]
     else:
         lines = [f"captured:  no ({terms['capture_note'] or 'not recorded'})"]
     if not terms["declared"]:

@@ -22,6 +22,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CSRC, gcc
@@ -265,3 +266,50 @@ def test_the_mirror_redoes_a_wheel_when_capture_is_asked(targets: Targets) -> No
     info = migrated_plugin(next(mirror.glob("*.whl"))).info
     assert info is not None and info.captured and info.ran_in == "sandbox"
     assert processes_named(targets.marker) == [] and not targets.outside.exists()
+
+
+class _Planned(Exception):
+    pass
+
+
+def build_plugins(t: Targets, capture: str | None) -> list[m.Plugin]:
+    """The build hook's plugins over a wheel holding the plugin, ``capture-plugins`` as given
+    (the plan stops there: the rest of the build is not what is tested)."""
+    from backend_packager import config
+    from backend_packager.build import plugins_with_contracts
+    from backend_packager.rewrite import rewrite_wheel
+
+    table = {"backends": [{"name": "hostile", "package": "hostile_plugin"}],
+             **({"capture-plugins": capture} if capture is not None else {})}
+    cfg = config.parse(table, t.root, t.root / "pyproject.toml", {})
+    wheel = hostile_wheel(t)
+    got: list[m.Plugin] = []
+
+    def plan(contents: Any) -> Any:
+        got.extend(plugins_with_contracts(contents, cfg, wheel))
+        raise _Planned
+
+    with pytest.raises(_Planned):
+        rewrite_wheel(wheel, t.root / f"built-{capture}", plan, None)
+    return got
+
+
+@needs_sandbox
+def test_the_build_hook_asks_plugins_in_the_sandbox_unless_off(targets: Targets) -> None:
+    """The vendor's own build runs its code anyway: capture is on by default there, still in
+    the sandbox where one can be made; ``capture-plugins = "off"`` turns it off."""
+    (asked,) = build_plugins(targets, None)
+    assert asked.info is not None and asked.info.captured and asked.info.ran_in == "sandbox"
+    assert not targets.outside.exists() and processes_named(targets.marker) == []
+    (off,) = build_plugins(targets, "off")
+    assert off.info is not None and off.info.reason_code == "not-run"
+
+
+def test_capture_plugins_takes_only_its_choices(tmp_path: Path) -> None:
+    from backend_packager import config
+    from backend_packager.errors import ConfigError
+
+    table = {"backends": [{"name": "x", "package": "x"}], "capture-plugins": "always"}
+    with pytest.raises(ConfigError) as caught:
+        config.parse(table, tmp_path, tmp_path / "pyproject.toml", {})
+    assert caught.value.code == "config.value" and "capture-plugins" in caught.value.detail
