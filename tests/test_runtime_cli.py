@@ -85,7 +85,8 @@ def test_list_and_doctor_json_carry_the_format(cli: Cli) -> None:
     doctor = cli("doctor", "--json")
     report = json.loads(doctor.stdout)
     assert (report["format"], report["healthy"], doctor.returncode) == (1, False, 1)
-    assert report["hook"] == {"installed": False, "path": report["hook"]["path"]}
+    assert report["hook"] == {"installed": False, "path": report["hook"]["path"], "first": None, "before": [],
+                              "before_importing": [], "old_names": [], "imported_before_hook": None}
     assert report["problems"] == doc["problems"] and report["backends"] == doc["backends"] == []
 
 

@@ -165,11 +165,12 @@ def position(hook: str, old_names: tuple[str, ...] = (), module: str = "triton")
     """Where the hook's ``.pth`` stands (``doctor``): the ``.pth`` files that run before it,
     those of them that would import ``module``, a file of an old name left beside it, and
     what this process saw."""
-    before = processed_before(hook)
+    installed = os.path.exists(hook)
+    before = processed_before(hook) if installed else []
     seen = FOUND[0] if FOUND else None
     olds = [p for n in old_names if os.path.lexists(p := os.path.join(os.path.dirname(hook), n))]
     return {
-        "path": hook, "installed": os.path.exists(hook), "first": not before, "before": before,
+        "path": hook, "installed": installed, "first": not before if installed else None, "before": before,
         "before_importing": naming(before, module), "old_names": olds,
         "imported_before_hook": None if seen is None else {"module": seen.module, "origin": seen.origin,
                                                            "by": seen.culprits},
