@@ -245,7 +245,8 @@ def _probe() -> str | None:
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.status == "exited" and outcome.code == 0:
         return None
-    return outcome.detail or f"the probe ended {outcome.status} {outcome.code}"
+    # recorded in manifests: the same input must give the same bytes, no temporary path
+    return (outcome.detail or f"the probe ended {outcome.status} {outcome.code}").replace(str(scratch), "<temporary>")
 
 
 # The launcher, init and the worker: one program, stdlib only. The launcher's stdout is the

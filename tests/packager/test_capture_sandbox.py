@@ -313,3 +313,19 @@ def test_capture_plugins_takes_only_its_choices(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         config.parse(table, tmp_path, tmp_path / "pyproject.toml", {})
     assert caught.value.code == "config.value" and "capture-plugins" in caught.value.detail
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_the_answer_file_is_never_followed_nor_waited_on(kind: str, targets: Targets) -> None:
+    """The plugin writes where the answer goes: a symlink to the key (whose bytes would land in
+    the signed reason) or a FIFO (a read that never returns) is a failed call, read at once."""
+    from backend_packager import plugininfo
+
+    answer = targets.root / "answer.json"
+    if kind == "symlink":
+        answer.symlink_to(targets.key)
+    else:
+        os.mkfifo(answer)
+    info = plugininfo._decode(answer, plugininfo.Limits())
+    assert (info.captured, info.reason_code) == (False, "call-failed")
+    assert info.reason is not None and "PRIVATE KEY" not in info.reason
