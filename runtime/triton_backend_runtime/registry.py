@@ -189,7 +189,7 @@ class Registry:
         libtriton = libtriton_path(found.triton, found.package)
         triton = found.triton
         extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or "")),
-                 found.package, triton.dist_info if triton else "-"]  # the core's names need no grant
+                 found.package]
         context = context_digest(self.trust_sources, extra)
         cache = VerifyCache(cache_file(), read=not rehash)
         verdicts: dict[str, Verdict] = {}
@@ -222,7 +222,7 @@ class Registry:
         self.problems += [reason_of(p) for p in problems]
         hashes = HashCache(cache.hash_entries(), rehash)
         return Context(store, triton_version(found.triton, found.package), libtriton, hashes, hash_workers(),
-                       found.package, found.triton.dist_info if found.triton else None)
+                       found.package)
 
     def _entry(self, candidate: Candidate) -> Entry:
         entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)

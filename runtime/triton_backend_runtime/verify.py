@@ -8,8 +8,8 @@ In order, each step stopping at the first problem (a :class:`VerifyError`,
    predicate is the manifest;
 2. the signers' scope and the version floor (TUF-style delegations, :mod:`.trust`), and the
    names the manifest declares (each backend, each captured pass, dialect and op): a name the
-   signers are not granted refuses that backend or plugin alone (``trust.name``); the Triton
-   core's own names need no grant (whoever signs the core decides what ``import triton`` runs);
+   signers are not granted refuses that backend or plugin alone (``trust.name``), the Triton
+   core's included (which distribution is the core is the installed files' word, not a key's);
 3. the signed name and version are the installed distribution's (PEP 503 names, PEP 440
    versions): a manifest copied from another release is refused;
 4. a wheel tag of the manifest fits this interpreter (``packaging.tags``, PEP 425), the
@@ -86,8 +86,6 @@ class Context:
     workers: int = 1
     #: The package the running Triton is imported as (``Discovery.package``).
     triton_package: str = "triton"
-    #: The ``.dist-info`` of the Triton core (``Discovery.triton``): the names it declares are its own.
-    core: str | None = None
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
@@ -121,8 +119,7 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     located = _locate(manifest, dist, verdict)
     _claims(manifest, dist, located, verdict)
     admitted = _check_delegation(manifest, keyids, ctx.trust, dist.manifest, verdict)
-    if dist.dist_info != ctx.core:
-        _check_names(admitted, ctx.trust, dist.manifest, verdict)
+    _check_names(admitted, ctx.trust, dist.manifest, verdict)
     _check_identity(manifest, dist)
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)

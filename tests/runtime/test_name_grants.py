@@ -101,6 +101,18 @@ def test_a_granted_name_of_the_core_stays_the_cores_until_pinned(env: TrustEnv, 
     assert "pinned to evil-x in the trust store; evil-x 1.0 keeps it" in message(reg, "nvidia", "triton")
 
 
+@pytest.mark.parametrize(("scope", "state"), [("triton", "excluded"), ("triton,backend:*", "loaded")])
+def test_the_core_is_no_exception(env: TrustEnv, site: Path, scope: str, state: str) -> None:
+    """A key scoped to the core signs it; the core's names need grants all the same."""
+    platform = trusted(env, "platform", scope)
+    triton = write_dist(site, "triton", "3.9.0", backends={"nvidia": "triton.backends.nvidia"}, files={
+        "triton/__init__.py": b"__version__ = '3.9.0'\n", "triton/backends/__init__.py": b""})
+    triton.sign(platform)
+    write_record(triton)
+    reg = env.registry(site, policy="strict")
+    assert states(reg, "nvidia") == {"triton": (state, "trust.name" if state == "excluded" else None)}
+
+
 def test_a_scoped_key_declares_exactly_what_it_is_granted(env: TrustEnv, site: Path) -> None:
     key = trusted(env, "vendor-b", "two-x,backend:mine")
     write_dist(site, "two-x", backends={"mine": "two_mine", "other": "two_other"}).sign(key)
