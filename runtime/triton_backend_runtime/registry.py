@@ -589,12 +589,17 @@ def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[
     """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`; only ``kinds``
     when given), and the ``(backend name, targets)`` pairs of ``declared``."""
     keys: set[tuple[str, str]] = set()
-    for name, targets in [(e.name, tuple(e.targets)) for e in items if isinstance(e, Entry)] + list(declared):
-        keys |= {("backend", name), *(("target", t) for t in targets)}
-    for plugin in (p for p in items if isinstance(p, PluginEntry)):
-        _, exports, passes, dialects, ops = _library(plugin)
+    for name, targets in declared:
+        keys.add(("backend", name))
+        keys.update(("target", t) for t in targets)
+    for item in items:
+        if isinstance(item, Entry):
+            keys.add(("backend", item.name))
+            keys.update(("target", t) for t in item.targets)
+            continue
+        _, exports, passes, dialects, ops = _library(item)
         for kind, names in (("symbol", exports), ("pass", passes), ("dialect", dialects), ("op", ops)):
-            if kinds is None or kind in kinds:
+            if names and (kinds is None or kind in kinds):
                 keys.update((kind, n) for n in names)
     return keys
 
