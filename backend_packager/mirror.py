@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from .signing import SigningKey
 
 STATE_FILE = ".mirror-state.json"
-LOCK_FILE = ".mirror.lock"
 STAGING_DIR = ".mirror-staging"
 INDEX_DIR = "simple"
 #: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
