@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ["tests/test_packager_fuzz.py", "tests/test_elf_fuzz.py", "tests/test_runtime_fuzz.py",
-           "tests/test_runtime_cli_fuzz.py"]
+           "tests/test_runtime_cli_fuzz.py", "tests/fuzz/test_simpleindex_fuzz.py"]
 SLOW_SECONDS = 10.0
 
 

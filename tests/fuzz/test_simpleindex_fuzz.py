@@ -1,7 +1,8 @@
 """A source index is hostile input: its pages and links, fuzzed. Parsing gives links or one
 ``PageError``; resolving a link gives a path inside the source tree or that link's
 ``MirrorError``; reading a whole tree gives sources and per-link failures, never an
-exception (``error.internal`` once ended a whole run for one NUL byte)."""
+exception (``error.internal`` once ended a whole run for one NUL byte). ``FUZZ_EXAMPLES``
+sets the number of examples (``make fuzz``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from backend_packager import mirror, simpleindex
 
 WHEEL = "demo-1.0-py3-none-any.whl"
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 
 pieces = st.sampled_from(["..", ".", "/", "%", "%00", "%ff", "%2e", "%2f", "\0", "\\", "#sha256=", "\x01", "é",
                           "a", "simple", "demo", WHEEL, "https://h/", "//h/", "?", ";", ":"])
@@ -23,7 +25,7 @@ hrefs = st.one_of(st.lists(pieces, max_size=12).map("".join), st.text(max_size=6
                   st.integers(4000, 5000).map(lambda n: "../../" + "x" * n + ".whl"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(page=st.one_of(st.text(max_size=400), st.lists(hrefs, max_size=5).map(
     lambda hs: "".join(f'<a href="{html.escape(h)}">x</a>' for h in hs))))
 def test_links_never_raise_but_page_error(page: str) -> None:
@@ -35,7 +37,7 @@ def test_links_never_raise_but_page_error(page: str) -> None:
         assert link.sha256 is None or len(link.sha256) == 64
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(href=hrefs)
 def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
     root = Path("/srv/src")
@@ -50,7 +52,7 @@ def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
         assert os.path.normpath(path) == str(path) and root in path.parents
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=max(1, EXAMPLES // 5), deadline=None)
 @given(links=st.lists(hrefs, min_size=1, max_size=6))
 def test_a_tree_of_bad_links_gives_failures_never_an_exception(links: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
