@@ -204,7 +204,8 @@ def test_deleting_files_does_not_release_the_lock(src: Path, keys: tuple[Keypair
 def test_bad_links_fail_alone(src: Path, wheels: dict[str, Path], keys: tuple[Keypair, Keypair],
                               tmp_path: Path) -> None:
     """A NUL byte (raw and percent-encoded), bad percent-encoding, an overlong href, a control
-    character and a backslash each fail that link; the good links of the index are mirrored."""
+    character, a backslash, an escape and a directory symlink out of the tree each fail that
+    link; the good links of the index are mirrored."""
     tree = tmp_path / "tree"
     (tree / "simple" / "good").mkdir(parents=True)
     (tree / "simple" / "bad").mkdir()
@@ -214,7 +215,11 @@ def test_bad_links_fail_alone(src: Path, wheels: dict[str, Path], keys: tuple[Ke
     hrefs = ["../../a\0-1.0-py3-none-any.whl", "../../b%00-1.0-py3-none-any.whl", "../../c%ff-1.0-py3-none-any.whl",
              "../../" + "d" * 10_000 + "-1.0-py3-none-any.whl", "../../e\x01-1.0-py3-none-any.whl",
              "..\\..\\f-1.0-py3-none-any.whl", "../../%2e%2e/g-1.0-py3-none-any.whl", "/etc/h-1.0-py3-none-any.whl",
-             "../../missing-1.0-py3-none-any.whl"]
+             "../../missing-1.0-py3-none-any.whl", "out/" + good.replace("-1.0-", "-9.9-")]
+    elsewhere = tmp_path / "elsewhere"  # a directory link out of the tree, to a wheel
+    elsewhere.mkdir()
+    shutil.copy2(wheels["pure"], elsewhere / good.replace("-1.0-", "-9.9-"))
+    (tree / "simple" / "bad" / "out").symlink_to(elsewhere, target_is_directory=True)
     (tree / "simple" / "bad" / "index.html").write_text("".join(f'<a href="{h}">x</a>\n' for h in hrefs))
     code, doc, stderr = run_mirror(tree, tmp_path / "out", keys[0])
     assert code == 1 and "error.internal" not in stderr
