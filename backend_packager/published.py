@@ -189,6 +189,8 @@ def _fetch(spec: str, sha256: str | None, index: str | None, workdir: Path) -> P
     parts = urlsplit(url)
     if parts.scheme == "file":
         path = Path(url2pathname(parts.path))
+        if index is not None and urlsplit(_as_url(index)).scheme != "file":
+            raise InputError("against", url, "a remote page names a local file: only files of the index are read")
         if index is not None:
             _confine(path, _as_url(index), url)
         if sha256 is not None:

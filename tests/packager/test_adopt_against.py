@@ -17,6 +17,9 @@ from helpers.disttree import TrustEnv
 from projects import record_hash, rezip
 from test_adopt import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, snapshot
 
+from backend_packager import published
+from backend_packager.errors import InputError
+
 #: The fork backend wheel of test_adopt, its pip install (pristine), a copy per test (site), a trust env.
 fork_wheel, pristine, site, trust = test_adopt.fork_wheel, test_adopt.pristine, test_adopt.site, test_adopt.trust
 
@@ -141,3 +144,12 @@ def test_an_index_over_http(site: Path, trust: TrustEnv, served: str) -> None:
     assert code == 1 and doc["distributions"][0]["error"]["code"] == "installed.differs"
     code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--against", served + "nothing/")
     assert code == 2 and doc["distributions"][0]["error"]["code"] == "input.against"
+
+
+def test_a_remote_page_naming_a_local_file_is_refused(fork_wheel: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError) as refused:
+        published._fetch(fork_wheel.as_uri(), None, "https://index.example/simple/", tmp_path)
+    assert refused.value.code == "input.against"
+    with pytest.raises(InputError) as refused:  # and a page on disk naming a remote one
+        published._fetch("https://index.example/x-1.0-py3-none-any.whl", None, str(tmp_path), tmp_path)
+    assert refused.value.code == "input.against"
