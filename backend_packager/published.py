@@ -198,7 +198,10 @@ def _fetch(spec: str, sha256: str | None, index: str | None, workdir: Path) -> P
         return path
     if index is not None and urlsplit(_as_url(index)).scheme == "file":
         raise InputError("against", url, "a page on disk names a remote file: only files of the index are read")
-    target = workdir / (unquote(parts.path).rsplit("/", 1)[-1] or "download.whl")
+    name = unquote(parts.path).rsplit("/", 1)[-1]
+    if not name.endswith(".whl") or name.startswith(".") or any(c in name for c in "\0\\") or len(name) > 255:
+        raise InputError("against", url, "the URL does not end with a plain wheel file name")
+    target = workdir / name
     digest = _download_to(url, target, MAX_WHEEL_BYTES)
     if sha256 is not None and digest != sha256:
         raise InputError("against", url, f"sha256 {digest} is not the {sha256} the index page gives")

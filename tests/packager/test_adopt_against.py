@@ -153,3 +153,7 @@ def test_a_remote_page_naming_a_local_file_is_refused(fork_wheel: Path, tmp_path
     with pytest.raises(InputError) as refused:  # and a page on disk naming a remote one
         published._fetch("https://index.example/x-1.0-py3-none-any.whl", None, str(tmp_path), tmp_path)
     assert refused.value.code == "input.against"
+    for name in ("%00.whl", "%2e%2e.whl", "x%5cy.whl"):  # a downloaded file is named by its URL: a plain name
+        with pytest.raises(InputError) as refused:
+            published._fetch(f"https://index.example/{name}", None, None, tmp_path)
+        assert refused.value.code == "input.against"
