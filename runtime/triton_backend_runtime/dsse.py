@@ -31,8 +31,9 @@ __all__ = [
 
 #: Our own versioned media type; not in-toto's, so no other tool mistakes it for theirs.
 PAYLOAD_TYPE = "application/vnd.triton-backend.statement.v1+json"
-#: Envelopes bigger than this are refused unread (endless-data defence).
-MAX_ENVELOPE_BYTES = 24 * 1024 * 1024
+#: Envelopes bigger than this are refused unread (endless-data defence): a MAX_MANIFEST_BYTES
+#: payload in base64 (4/3), and room for the signatures.
+MAX_ENVELOPE_BYTES = 12 * 1024 * 1024
 #: More signatures than any threshold needs is an attempt to make verification slow.
 MAX_SIGNATURES = 64
 
@@ -126,11 +127,14 @@ def verify(envelope: Envelope, trust: TrustStore, where: str) -> Verified:
     message = pae(envelope.payload_type, envelope.payload)
     good: list[str] = []
     problems: list[str] = []
+    checked: set[str] = set()
     for signature in envelope.signatures:
+        if signature.keyid in checked:  # one check a key: 64 copies of one keyid cost 64 hashes of the payload
+            continue
+        checked.add(signature.keyid)
         problem = trust.check(signature.keyid, signature.sig, message)
         if problem is None:
-            if signature.keyid not in good:
-                good.append(signature.keyid)
+            good.append(signature.keyid)
         else:
             problems.append(problem)
     if len(good) < trust.threshold:

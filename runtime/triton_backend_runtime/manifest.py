@@ -54,8 +54,11 @@ _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
 SCHEMA_URI = f"urn:triton-backend:manifest:v{SCHEMA_MAJOR}"
 #: The backend protocol (Triton's BaseBackend / DriverBase contract) this layer speaks.
 PROTOCOL_VERSION = "1.0"
-#: Manifests bigger than this are refused unread (a defence against endless data).
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+#: Manifests bigger than this are refused unread (a defence against endless data). 5.7 times
+#: triton 3.9.0's (1.4 MB); a payload whose signature names a trusted key is base64-decoded and
+#: hashed whole before it is known to be that key's (~10 ms a MB), so this is also what a forged
+#: signature can cost a cold import.
+MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 #: ``.dist-info`` files that installers write or rewrite, so no manifest can vouch for them
 #: (PEP 376 RECORD, INSTALLER, REQUESTED; PEP 610 direct_url.json). The manifest itself is
 #: the signature, not a subject of it.

@@ -133,19 +133,18 @@ def hostile(env: TrustEnv, site: Path, edit: Callable[[dict[str, Any]], Any], *,
     return env.verify(dist).problem
 
 
-def test_100k_tags_are_refused_by_code_signed_or_not(env: TrustEnv, site: Path) -> None:
-    def tags(doc: dict[str, Any]) -> None:
-        doc["predicate"]["tags"] = doc["predicate"]["tags"] * 100_000
-
-    for signed in (False, True):
-        reason = hostile(env, site, tags, signed=signed)
-        assert reason.code == "manifest.limit" and "(MAX_TAGS)" in reason.message
-
-    def more(doc: dict[str, Any]) -> None:
-        doc["predicate"]["tags"] = doc["predicate"]["tags"] * 400_000
-
-    reason = hostile(env, site, more)  # 14 MB: refused before its payload is decoded
-    assert reason.code == "manifest.limit" and "(MAX_UNSIGNED_MANIFEST_BYTES)" in reason.message
+@pytest.mark.parametrize(("tags", "signed", "code", "cap"), [
+    (100_000, False, "manifest.limit", "MAX_TAGS"),  # 3.5 MB: within the unsigned budget, then over the cap
+    (100_000, True, "manifest.limit", "MAX_TAGS"),
+    (200_000, False, "manifest.limit", "MAX_UNSIGNED_MANIFEST_BYTES"),  # refused before it is decoded
+    (200_000, True, "manifest.limit", "MAX_TAGS"),
+    (400_000, False, "verify.too-large", ""),  # the envelope over MAX_ENVELOPE_BYTES: never read
+])
+def test_100k_tags_and_more_are_refused_by_code(env: TrustEnv, site: Path, tags: int, signed: bool, code: str,
+                                                cap: str) -> None:
+    reason = hostile(env, site, lambda doc: doc["predicate"].update(tags=doc["predicate"]["tags"] * tags),
+                     signed=signed)
+    assert reason.code == code and f"({cap})" in (reason.message if cap else "()")
 
 
 def statement_size(doc: dict[str, Any]) -> int:
@@ -220,3 +219,17 @@ def test_tags_are_matched_as_sets(tags: list[str], fits: bool) -> None:
         with pytest.raises(VerifyError) as err:
             _check_tags(tags, "manifest")
         assert err.value.code == "verify.tag" and err.value.detail.count(",") <= 8  # a bounded message
+
+
+def test_a_forged_signature_repeated_is_checked_once(env: TrustEnv, site: Path) -> None:
+    """Every check of a signature hashes the whole payload: 64 signatures naming one trusted
+    key cost one check, not 64."""
+    from triton_backend_runtime import dsse
+
+    dist = write_dist(site)
+    body = json.dumps(statement_of(dist.describe())).encode()
+    forged = tuple(dsse.Signature(env.key.keyid, bytes(64)) for _ in range(dsse.MAX_SIGNATURES))
+    dist.write_envelope(dsse.encode(dsse.Envelope(body, dsse.PAYLOAD_TYPE, forged)))
+    reason = env.verify(dist).problem
+    assert reason is not None and reason.code == "signature.signature"
+    assert reason.message.count("does not match the manifest") == 1
