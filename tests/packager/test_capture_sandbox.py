@@ -190,7 +190,10 @@ def test_by_default_no_plugin_code_runs(targets: Targets) -> None:
     assert not targets.outside.exists() and processes_named(targets.marker) == [] and not accepted(targets.tcp)
 
 
-def test_adopt_runs_no_plugin_code_by_default(targets: Targets) -> None:
+@pytest.mark.parametrize("capture", ["off", pytest.param("sandbox", marks=needs_sandbox)])
+@pytest.mark.parametrize("wheel_out", [False, True])
+def test_adopt_runs_plugin_code_only_when_asked(capture: str, wheel_out: bool, targets: Targets) -> None:
+    """adopt in place and adopt --wheel-out: not-run by default; asked, in the sandbox."""
     site = targets.root / "site"
     pip_install(Path(sys.executable), hostile_wheel(targets), site)
     os.environ[PASSPHRASE_ENV] = targets.passphrase
@@ -198,11 +201,21 @@ def test_adopt_runs_no_plugin_code_by_default(targets: Targets) -> None:
         key = signing.load(targets.key)
     finally:
         del os.environ[PASSPHRASE_ENV]
-    outcome = adopt(site, "hostile-plugin", key)
+    out = targets.root / "adopted"
+    outcome = adopt(site, "hostile-plugin", key, wheel_out=out if wheel_out else None,
+                    capture="sandbox" if capture == "sandbox" else "off")
     assert outcome.error is None, outcome.error
-    envelope = (site / "hostile_plugin-1.0.dist-info" / MANIFEST_FILENAME).read_bytes()
-    (plugin,) = manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "m")), "m").plugins
-    assert plugin.info is not None and plugin.info.reason_code == "not-run"
+    if wheel_out:
+        (plugin,) = [migrated_plugin(next(out.glob("*.whl")))]
+    else:
+        envelope = (site / "hostile_plugin-1.0.dist-info" / MANIFEST_FILENAME).read_bytes()
+        (plugin,) = manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "m")), "m").plugins
+    assert plugin.info is not None
+    if capture == "off":
+        assert plugin.info.reason_code == "not-run"
+    else:
+        assert plugin.info.captured and plugin.info.ran_in == "sandbox"
+        assert not [r for r in reported(plugin.info).values() if r in WORKED]
     assert not targets.outside.exists() and processes_named(targets.marker) == []
 
 
