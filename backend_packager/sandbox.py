@@ -65,6 +65,8 @@ MAX_LINKS = 40
 MAX_REPORT = 1 << 16
 #: Seconds the packager waits beyond the launcher's own timeout before killing it.
 GRACE = 10.0
+#: The probe's scratch directory: PREFIX + pid + "-" + random (swept once its process is gone).
+PROBE_PREFIX = "backend-packager-sandbox-probe-"
 
 Status = Literal["exited", "signalled", "timeout", "no-sandbox"]
 
@@ -238,7 +240,10 @@ def _probe() -> str | None:
     import shutil
     import tempfile
 
-    scratch = Path(tempfile.mkdtemp(prefix="backend-packager-sandbox-probe-"))
+    from .fsutil import remove_orphan_dirs
+
+    remove_orphan_dirs(Path(tempfile.gettempdir()), PROBE_PREFIX)  # a killed packager's
+    scratch = Path(tempfile.mkdtemp(prefix=f"{PROBE_PREFIX}{os.getpid()}-"))
     try:
         outcome = run("import sys", [], Plan(), scratch / "root", scratch / "stderr", Limits(timeout=30))
     finally:

@@ -342,3 +342,45 @@ def test_the_answer_file_is_never_followed_nor_waited_on(kind: str, targets: Tar
     info = plugininfo._decode(answer, plugininfo.Limits())
     assert (info.captured, info.reason_code) == (False, "call-failed")
     assert info.reason is not None and "PRIVATE KEY" not in info.reason
+
+
+DAEMON_THEN_HANG = """
+import ctypes, os, sys, time
+child = os.fork()
+if child == 0:
+    os.setsid()
+    ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)  # PR_SET_NAME, inherited by the daemon
+    if os.fork() == 0:
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.waitpid(child, 0)
+while True:
+    time.sleep(1)
+"""
+
+
+@needs_sandbox
+def test_a_timeout_takes_the_daemon_down_with_it(tmp_path: Path) -> None:
+    """The payload hangs after leaving a setsid daemon: the launcher kills the namespace's
+    init at the timeout, and the kernel the rest, before run() returns."""
+    marker = f"hd{secrets.token_hex(6)}"
+    try:
+        ran = sandbox.run(DAEMON_THEN_HANG, [marker], sandbox.Plan(), tmp_path / "root", tmp_path / "stderr",
+                          sandbox.Limits(timeout=1.5))
+        assert ran.status == "timeout", ran
+        assert processes_named(marker) == []
+    finally:
+        for pid in processes_named(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_layout_recreates_the_symlinks_on_the_way(tmp_path: Path) -> None:
+    (tmp_path / "real" / "lib").mkdir(parents=True)
+    (tmp_path / "real" / "lib" / "libx.so").write_bytes(b"")
+    (tmp_path / "lib").symlink_to("real/lib")
+    (tmp_path / "abs").symlink_to(tmp_path / "lib")
+    steps = sandbox.layout([tmp_path / "abs" / "libx.so"])
+    assert steps == [("link", str(tmp_path / "abs"), str(tmp_path / "lib")),
+                     ("link", str(tmp_path / "lib"), "real/lib"),
+                     ("bind", str(tmp_path / "real" / "lib" / "libx.so"), "")]
