@@ -5,7 +5,8 @@ plugin's code. That code must not see the signer: its key file, the passphrase i
 environment, its command line, its working directory, its sockets. :func:`run` runs a piece
 of Python (the *payload*) in a child that is cut off from all of them:
 
-- new user, PID, mount, network, IPC, UTS and cgroup namespaces (``unshare(2)`` through
+- new user, PID, mount and network namespaces, and IPC, UTS and cgroup ones where the kernel
+  has them (``unshare(2)`` through
   ``ctypes``: Python 3.11 has no ``os.unshare``), the user namespace mapping only the
   packager's own uid and gid;
 - a filesystem of its own: a small ``tmpfs`` becomes the root (``pivot_root(2)``, the old
@@ -399,7 +400,9 @@ libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 if os.getppid() != plan["parent"]:
     sys.exit(3)
 try:
-    check(libc.unshare(NEWUSER | NEWNS | NEWPID | NEWNET | NEWIPC | NEWUTS | NEWCGROUP), "unshare")
+    REQUIRED = NEWUSER | NEWNS | NEWPID | NEWNET
+    if libc.unshare(REQUIRED | NEWIPC | NEWUTS | NEWCGROUP) != 0:  # a kernel without the extra ones
+        check(libc.unshare(REQUIRED), "unshare")
     write("/proc/self/setgroups", "deny")
     write("/proc/self/uid_map", f"0 {plan['uid']} 1")
     write("/proc/self/gid_map", f"0 {plan['gid']} 1")
