@@ -97,10 +97,10 @@ MAX_REPAIRS = 1 << 17
 #: grants no trust: it is refused above these, before its payload is decoded or parsed. A
 #: signed one has MAX_MANIFEST_BYTES, once its signature verified.
 MAX_UNSIGNED_MANIFEST_BYTES = 4 << 20
-MAX_UNSIGNED_MANIFEST_VALUES = 1 << 17
+MAX_UNSIGNED_MANIFEST_VALUES = 3 << 15
 #: Bytes of import names such a manifest may have looked up in libtriton.so (triton 3.9.0's
 #: plugins: 17 KB); each lookup hashes its name in Python.
-MAX_UNSIGNED_LOOKUP_BYTES = 128 << 10
+MAX_UNSIGNED_LOOKUP_BYTES = 64 << 10
 # The caps as the decoder reads them from the fields' annotations.
 _ARTIFACTS = schema.MaxItems(MAX_ARTIFACTS, "MAX_ARTIFACTS")
 _BACKENDS = schema.MaxItems(MAX_BACKENDS, "MAX_BACKENDS")

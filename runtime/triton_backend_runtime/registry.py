@@ -194,7 +194,9 @@ class Registry:
         cache = VerifyCache(cache_file(), read=not rehash)
         verdicts: dict[str, Verdict] = {}
         ctx = None
-        for dist in with_manifest:
+        core = found.triton.dist_info if found.triton else None
+        # The core first: its hashing then overlaps its own manifest's decoding, whatever sorts before it.
+        for dist in sorted(with_manifest, key=lambda d: d.dist_info != core):
             verdict = cache.lookup(dist.dist_info, context)
             if verdict is None:
                 ctx = ctx or self._context(found, libtriton, cache, rehash)

@@ -134,7 +134,8 @@ def hostile(env: TrustEnv, site: Path, edit: Callable[[dict[str, Any]], Any], *,
 
 
 @pytest.mark.parametrize(("tags", "signed", "code", "cap"), [
-    (100_000, False, "manifest.limit", "MAX_TAGS"),  # 3.5 MB: within the unsigned budget, then over the cap
+    (50_000, False, "manifest.limit", "MAX_TAGS"),  # within the unsigned budget, then over the cap
+    (100_000, False, "manifest.limit", "MAX_UNSIGNED_MANIFEST_VALUES"),  # 3.5 MB: refused before it is parsed
     (100_000, True, "manifest.limit", "MAX_TAGS"),
     (200_000, False, "manifest.limit", "MAX_UNSIGNED_MANIFEST_BYTES"),  # refused before it is decoded
     (200_000, True, "manifest.limit", "MAX_TAGS"),
