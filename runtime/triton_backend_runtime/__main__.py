@@ -729,6 +729,8 @@ def _trust_revoke(directory: str, text: str, *, revoke: bool) -> int:
         print(f"  key {key.keyid}{comment} ({key.source}): {state}")
     if not keys:
         print(f"  no trusted key has this keyid{' now: a key with it is refused when added' if revoke else ''}")
+    if store.suspended():
+        print(f"  note: {store.suspended()} (trust list shows the line)")
     return EXIT_OK
 
 
