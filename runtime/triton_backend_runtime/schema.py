@@ -193,7 +193,8 @@ def _object(cls: type, complete: bool) -> Decoder:
     bounds = {name: (_max_length(tp), _max_items(tp)) for name, tp in _hints(cls, extras=True).items()}
     fields = [
         (f.name, _bounded(_decoder(hints[f.name], complete), *bounds.get(f.name, (None, None))),
-         complete or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
+         complete or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING),
+         *_plain(hints[f.name], bounds.get(f.name, (None, None))))
         for f in dataclasses.fields(cls)
     ]
 
@@ -201,10 +202,14 @@ def _object(cls: type, complete: bool) -> Decoder:
         if not isinstance(value, dict):
             raise _Invalid(f"expected an object, found {_type_name(value)}")
         kwargs = {}
-        for name, field_decoder, required in fields:
+        for name, field_decoder, required, plain, nullable in fields:
             if name in value:
+                item = value[name]
+                if type(item) is plain or (item is None and nullable):  # most values: no call
+                    kwargs[name] = item
+                    continue
                 try:
-                    kwargs[name] = field_decoder(value[name])
+                    kwargs[name] = field_decoder(item)
                 except _Invalid as exc:
                     exc.parts.append(f".{name}")
                     raise
@@ -213,6 +218,16 @@ def _object(cls: type, complete: bool) -> Decoder:
         return cls(**kwargs)
 
     return decode
+
+
+def _plain(tp: Any, bounds: tuple[int | None, MaxItems | None]) -> tuple[type | None, bool]:
+    """The scalar type (bool, int, str) a field's value is taken as it is when it has exactly that
+    type (or is null, where the field is optional), and whether null is; (None, False) for any
+    other field, or a bounded one: its decoder decides."""
+    optional, inner = _is_optional(tp)
+    if inner in (bool, int, str) and bounds == (None, None):
+        return inner, optional
+    return None, False
 
 
 def _max_length(tp: Any) -> int | None:
