@@ -100,9 +100,9 @@ def parse_revoked(text: str, where: str) -> tuple[Revocations, list[TrustStoreEr
 
 
 def _lines(path: str) -> list[str]:
-    from .trust import _read_text
+    from .trustpaths import read_trust_file
 
-    return _read_text(path, rewrite=True).splitlines()
+    return read_trust_file(path, rewrite=True).splitlines()
 
 
 def _id_of(line: str) -> str | None:
@@ -113,7 +113,7 @@ def _id_of(line: str) -> str | None:
 def add(path: str, wanted: str) -> tuple[str, int] | None:
     """Revoke ``wanted`` in the ``revoked`` file ``path``: a line is appended, unless a line
     there already revokes it; then that line and its number are returned and nothing is written."""
-    from .trust import write_atomic
+    from .atomicfile import write_atomic
 
     lines = _lines(path)
     for number, line in enumerate(lines, 1):
@@ -126,7 +126,7 @@ def add(path: str, wanted: str) -> tuple[str, int] | None:
 
 def remove(path: str, wanted: str) -> list[str]:
     """Take back the revocations in ``path`` that :func:`covering` ``wanted``; the lines removed."""
-    from .trust import write_atomic
+    from .atomicfile import write_atomic
 
     kept: list[str] = []
     removed: list[str] = []

@@ -58,6 +58,7 @@ from .trustpaths import (
     trust_sources,
     user_trust_dir,
 )
+from .trustpaths import read_trust_file as _read_text
 from .vocab import NAME_KINDS, PIN_KINDS
 
 __all__ = [
@@ -538,7 +539,6 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
 
 
 #: Trust files are a few lines each; no more than this of one is read.
-MAX_TRUST_FILE = 1024 * 1024
 
 
 def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, list[TrustStoreError]]:
@@ -691,22 +691,6 @@ def set_floor(directory: str, name: str, version: str) -> list[str]:
         return _NAME.fullmatch(first) is not None and normalize_name(first) == wanted
 
     return _set_line(os.path.join(directory, FLOORS_FILE), matches, f"{wanted} {version}")
-
-
-def _read_text(path: str, *, rewrite: bool = False) -> str:
-    """A trust file's text: its first MiB, or, to ``rewrite`` it, all of it or an error ("" for
-    no file). Opened without blocking: a FIFO named ``x.pub`` in a trust directory hung every
-    ``import triton`` and ``trust list``."""
-    from .regularfile import RegularFileError, read_regular
-
-    try:
-        return read_regular(path, MAX_TRUST_FILE, truncate=not rewrite).decode("utf-8")
-    except RegularFileError as exc:
-        if rewrite and exc.reason == "missing":
-            return ""
-        raise TrustStoreError("read", path, f"cannot read trust file: {exc.detail}") from None
-    except UnicodeDecodeError:
-        raise TrustStoreError("read", path, "cannot read trust file: not UTF-8 text") from None
 
 
 def _threshold(text: str, path: str) -> int:

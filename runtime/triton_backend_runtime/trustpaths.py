@@ -25,9 +25,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .errors import TrustStoreError
+
 #: Environment variable naming extra key files or trust directories.
 TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
 TRUST_SUBDIR = ("triton-backend", "trusted")
+#: A trust file read at import is cut here; one to rewrite must fit whole.
+MAX_TRUST_FILE = 1024 * 1024
 #: Per-directory files besides ``*.pub`` keys; a file named directly in the variable is read
 #: by its base name too (so ``.../scopes`` there is a scopes file, anything else a key file).
 REVOKED_FILE = "revoked"
@@ -71,3 +75,19 @@ def trust_sources(env: Mapping[str, str] | None = None) -> list[str]:
         elif os.path.isfile(place):
             files.append(place)
     return files
+
+
+def read_trust_file(path: str, *, rewrite: bool = False) -> str:
+    """A trust file's text: its first MiB, or, to ``rewrite`` it, all of it or an error ("" for
+    no file). Opened without blocking: a FIFO named ``x.pub`` in a trust directory hung every
+    ``import triton`` and ``trust list``."""
+    from .regularfile import RegularFileError, read_regular
+
+    try:
+        return read_regular(path, MAX_TRUST_FILE, truncate=not rewrite).decode("utf-8")
+    except RegularFileError as exc:
+        if rewrite and exc.reason == "missing":
+            return ""
+        raise TrustStoreError("read", path, f"cannot read trust file: {exc.detail}") from None
+    except UnicodeDecodeError:
+        raise TrustStoreError("read", path, "cannot read trust file: not UTF-8 text") from None
