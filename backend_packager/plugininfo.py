@@ -449,22 +449,14 @@ def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits, fds: tup
         try:
             code = child.wait(limits.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(child)
+            sandbox.kill_group(child)
             return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
         finally:
-            _kill_group(child)  # whatever the plugin started in its session goes too
+            sandbox.kill_group(child)  # whatever the plugin started in its session goes too
     if code != 0:
         why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(tmp / 'stderr')}")
     return _decode(answer, limits)
-
-
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
 
 
 def _tail(path: Path) -> str:

@@ -196,14 +196,15 @@ def run(payload: str, argv: list[str], plan: Plan, root: Path, stderr: Path, lim
         try:
             out, _ = child.communicate(timeout=limits.timeout + GRACE)
         except subprocess.TimeoutExpired:
-            _kill_group(child)
+            kill_group(child)
             return Outcome("timeout", detail=f"the sandbox did not end within {limits.timeout + GRACE:g} s")
         finally:
-            _kill_group(child)
+            kill_group(child)
     return _outcome(out[:MAX_REPORT], child.returncode)
 
 
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
+def kill_group(child: subprocess.Popen[bytes]) -> None:
+    """Kill a child started in its own session, and whatever it started there, and reap it."""
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

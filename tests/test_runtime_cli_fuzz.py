@@ -28,15 +28,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 import pytest
+from helpers.alarm import Hang, alarm
 from helpers.disttree import Key, make_key, write_dist
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
@@ -218,10 +217,6 @@ def _a_keyid(world: World) -> str | None:
 # -- running it ----------------------------------------------------------------------------
 
 
-class Hang(BaseException):
-    """Raised in the command by the alarm; a BaseException, so no handler of the CLI's takes it."""
-
-
 @contextlib.contextmanager
 def environment(values: dict[str, str]) -> Iterator[None]:
     saved = {name: os.environ.get(name) for name in VARIABLES}
@@ -236,20 +231,6 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@contextlib.contextmanager
-def alarm(seconds: float) -> Iterator[None]:
-    def ring(signum: int, frame: FrameType | None) -> None:
-        raise Hang(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass

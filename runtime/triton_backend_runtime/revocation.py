@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import TrustStoreError
+from .trustpaths import content_lines
 
 __all__ = ["MIN_PREFIX_HEX", "Revocations", "add", "covering", "parse_id", "parse_revoked", "remove", "revoking"]
 
@@ -72,11 +73,7 @@ def parse_revoked(text: str, where: str) -> tuple[Revocations, list[TrustStoreEr
     """A ``revoked`` file's lines (see the module docstring); each malformed one is reported."""
     found = Revocations({}, [])
     problems: list[TrustStoreError] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        content = line.split("#", 1)[0].strip()
-        if not content:
-            continue
-        at = f"{where}:{number}"
+    for at, content in content_lines(text, where):
         wanted = parse_id(content)
         if wanted is not None:
             found.ids.setdefault(wanted, at)

@@ -54,6 +54,7 @@ from .trustpaths import (
     SCOPES_FILE,
     THRESHOLD_FILE,
     TRUSTED_KEYS_ENV,
+    content_lines,
     system_trust_dir,
     trust_sources,
     user_trust_dir,
@@ -290,11 +291,8 @@ def parse_scopes(text: str, where: str) -> tuple[dict[str, Scope], list[TrustSto
     """
     scopes: dict[str, Scope] = {}
     problems: list[TrustStoreError] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split("#", 1)[0].split(maxsplit=1)
-        if not fields:
-            continue
-        at = f"{where}:{number}"
+    for at, content in content_lines(text, where):
+        fields = content.split(maxsplit=1)
         keyid = fields[0].lower()
         if not _KEYID.fullmatch(keyid):
             detail = f"expected 'KEYID ITEM[,ITEM...]' (64 hex digits), found {fields[0][:80]!r}; line skipped"
@@ -326,14 +324,11 @@ def parse_pins(text: str, where: str) -> tuple[dict[tuple[str, str], Pin], list[
     skipped (a pin only ever lets a distribution take a name: without it, less loads)."""
     pins: dict[tuple[str, str], Pin] = {}
     problems: list[TrustStoreError] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        at = f"{where}:{number}"
+    for at, content in content_lines(text, where):
+        fields = content.split()
         try:
             if len(fields) != 2 or not _NAME.fullmatch(fields[1]):
-                raise TrustStoreError("pin-format", at, f"expected '[KIND:]NAME DIST', found {line.strip()[:120]!r}")
+                raise TrustStoreError("pin-format", at, f"expected '[KIND:]NAME DIST', found {content[:120]!r}")
             key = parse_pin_name(fields[0], at)
         except TrustStoreError as exc:
             problems.append(TrustStoreError("pin-format", at, f"{exc.detail}; line skipped"))
@@ -355,11 +350,8 @@ def parse_floors(text: str, where: str) -> tuple[dict[str, Floor], list[TrustSto
     """
     floors: dict[str, Floor] = {}
     problems: list[TrustStoreError] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        at = f"{where}:{number}"
+    for at, content in content_lines(text, where):
+        fields = content.split()
         if not _NAME.fullmatch(fields[0]):
             detail = f"expected 'NAME VERSION', found {fields[0][:80]!r} where a distribution name goes; line skipped"
             problems.append(TrustStoreError("min-version-format", at, detail))

@@ -23,7 +23,7 @@ can weaken another.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from .errors import TrustStoreError
 
@@ -91,3 +91,13 @@ def read_trust_file(path: str, *, rewrite: bool = False) -> str:
         raise TrustStoreError("read", path, f"cannot read trust file: {exc.detail}") from None
     except UnicodeDecodeError:
         raise TrustStoreError("read", path, "cannot read trust file: not UTF-8 text") from None
+
+
+def content_lines(text: str, where: str) -> Iterator[tuple[str, str]]:
+    """A trust file's lines that say something: ``(file:line, content)``, the content being
+    the line without its ``#`` comment, stripped (the format of every trust file but key
+    files, whose comments are the key's own)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        content = line.split("#", 1)[0].strip()
+        if content:
+            yield f"{where}:{number}", content

@@ -17,13 +17,12 @@ import io
 import os
 import re
 import shutil
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
+from helpers.alarm import alarm
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from triton_backend_runtime import revocation
@@ -55,20 +54,6 @@ lines = st.one_of(
 contents = st.lists(lines, max_size=6).map(lambda found: "\n".join(found).encode("utf-8", "surrogatepass")) | \
     st.binary(max_size=200) | st.just(b"#" * (1 << 20) + b"\n" + KEYS[0].keyid.encode())
 ACTIONS = ["list", "revoke", "unrevoke", "min-version", "remove", "add", "pin", "unpin"]
-
-
-@contextlib.contextmanager
-def alarm(seconds: float) -> Iterator[None]:
-    def ring(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
