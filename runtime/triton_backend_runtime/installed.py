@@ -261,6 +261,16 @@ class HashCache:
             out[path] = digest
         return out
 
+    def watch(self, path: str) -> None:
+        """Take ``path``'s identity now, before it is read or listed, unless a digest already
+        took it: the verdict is about this state, and :meth:`unchanged` holds it there (one
+        that cannot be stat-ed is not watched: it is stat-ed when the verdict is stored)."""
+        if path not in self.taken:
+            try:
+                self.taken[path] = identity(os.stat(path))
+            except (OSError, ValueError):
+                pass
+
     def unchanged(self, paths: Iterable[str]) -> None:
         """Raise ``verify.changed`` for the first of ``paths`` whose identity now is not the
         one taken when it was read (a file written after it was hashed, a directory after it

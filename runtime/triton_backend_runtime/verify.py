@@ -107,6 +107,8 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
 def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     assert dist.manifest is not None
     confine = Confinement(dist.root)
+    for path in (dist.dist_info, dist.manifest):  # the verdict is about them as they are before reading
+        ctx.hashes.watch(path)
     _hash_ahead(_recorded(dist.dist_info), dist.root, confine, ctx)
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
@@ -123,7 +125,7 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_identity(manifest, dist)
     _check_environment(manifest, dist, ctx)
     _check_artifacts(manifest, located, confine, ctx)
-    _check_unlisted(manifest, dist, located, verdict, ctx.hashes.taken)
+    _check_unlisted(manifest, dist, located, verdict, ctx.hashes)
     _check_symbols(manifest, located, ctx, verdict)
     # a file written after it was hashed, a directory after it was listed: this verdict is
     # about a state no longer there
@@ -394,7 +396,7 @@ def _is_code(directory: str, name: str) -> bool:
 
 
 def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict,
-                    taken: dict[str, list[object]] | None = None) -> None:
+                    hashes: HashCache) -> None:
     listed = set(located.values())
     if manifest.coverage == m.COVERAGE_ALL:
         tops = _import_packages(located, dist.root)
@@ -404,13 +406,13 @@ def _check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str,
         tops |= {os.path.dirname(p) for p in listed if os.path.dirname(p) != dist.root}
         def is_extra(directory: str, name: str) -> bool:  # noqa: E306 - schema 1.0: libraries only
             return is_shared_library(name)
-    claims = _Claims(dist, verdict)  # the other distributions' RECORDs, read once if at all
+    claims = _Claims(dist, verdict, hashes)  # the other distributions' RECORDs, read once if at all
     tops = _confined(tops, manifest, dist, listed, claims)
     _check_strays(_strays(listed, tops, dist, is_extra), manifest, listed, is_extra, claims)
     budget = [MAX_WALK_ENTRIES]
     unlisted: list[str] = []
     for top in sorted(tops):
-        for here, names in walk_files(top, budget, taken):  # each directory's identity before it is listed
+        for here, names in walk_files(top, budget, hashes.taken):  # each directory's identity before it is listed
             verdict.files.append(here)
             unlisted += [p for n in names if is_extra(here, n) and (p := os.path.join(here, n)) not in listed]
     if unlisted:
@@ -471,12 +473,11 @@ def _check_strays(strays: set[str], manifest: m.Manifest, listed: set[str],
     ``X.py``: unlisted code there, or in ``X/``, runs in the verified file's place unless
     another distribution's RECORD describes it (PEP 376). The packages above a listed module
     run before it, as for an owned directory. Each directory looked at joins the verdict's files."""
-    verdict = claims.verdict
     unlisted: list[str] = []
     for directory in sorted({os.path.dirname(p) for p in strays}):
         here = sorted(p for p in strays if os.path.dirname(p) == directory)
-        verdict.files.append(directory)
-        found = _shadowing(directory, here, is_extra, verdict)
+        claims.watch(directory)
+        found = _shadowing(directory, here, is_extra, claims)
         unlisted += [p for p in found if p not in listed and not claims.owned(p)]
         if manifest.coverage == m.COVERAGE_ALL and not all(is_shared_library(os.path.basename(p)) for p in here):
             _check_parents(os.path.join(directory, "-"), listed, claims)  # from directory's own up
@@ -485,7 +486,7 @@ def _check_strays(strays: set[str], manifest: m.Manifest, listed: set[str],
                           "directory it shares with others (it runs in place of the verified file)")
 
 
-def _shadowing(directory: str, strays: list[str], is_extra: Callable[[str, str], bool], verdict: Verdict) -> list[str]:
+def _shadowing(directory: str, strays: list[str], is_extra: Callable[[str, str], bool], claims: _Claims) -> list[str]:
     """The code in ``directory`` that could run in place of its listed ``strays``: any library
     beside a library, ``X.*`` code beside a module ``X``, and the code in a directory ``X/``."""
     code = _code_in(directory, is_extra)
@@ -496,7 +497,7 @@ def _shadowing(directory: str, strays: list[str], is_extra: Callable[[str, str],
     for stem in sorted(stems):
         package = os.path.join(directory, stem)
         if os.path.isdir(package):
-            verdict.files.append(package)
+            claims.watch(package)
             found += _code_in(package, is_extra)
     return found
 
@@ -520,13 +521,19 @@ class _Claims:
     #: vendor's half-gigabyte library on every verification is not this check's to do.
     HASH_LIMIT = 16 << 20
 
-    def __init__(self, dist: Distribution, verdict: Verdict) -> None:
-        self.dist, self.verdict = dist, verdict
+    def __init__(self, dist: Distribution, verdict: Verdict, hashes: HashCache) -> None:
+        self.dist, self.verdict, self.hashes = dist, verdict, hashes
         self.records: list[tuple[str, str]] | None = None
+
+    def watch(self, path: str) -> None:
+        """``path`` joins the verdict's files under its identity before it is looked at."""
+        self.hashes.watch(path)
+        self.verdict.files.append(path)
 
     def owned(self, path: str) -> bool:
         """Whether another distribution's RECORD lists ``path`` as it is on disk; the file and
         that RECORD then join the verdict's files (an edit to either: verified again)."""
+        self.hashes.watch(path)
         record = self.owner(path)
         if record is not None:
             self.verdict.files += [path, record]
@@ -540,6 +547,7 @@ class _Claims:
             self.records = []
             for info in _other_infos(self.dist):
                 record = os.path.join(self.dist.root, info, "RECORD")
+                self.hashes.watch(record)
                 self.records.append((record, read_small_text(record) or ""))
         wheel_path = os.path.relpath(path, self.dist.root).replace(os.sep, "/")
         for record, text in self.records:
@@ -577,8 +585,9 @@ def _package_owner(directory: str, listed: set[str], claims: _Claims) -> str:
     init = os.path.join(directory, "__init__.py")
     if init in listed or not os.path.isdir(directory):
         return "own"
+    claims.hashes.watch(directory)  # before looking: an __init__.py added later makes it a package
     if not os.path.lexists(init):
-        claims.verdict.files.append(directory)  # an __init__.py added later makes it a package: again
+        claims.verdict.files.append(directory)
         return "namespace"
     if not claims.owned(init):
         return "own"

@@ -87,6 +87,32 @@ def test_a_file_written_during_cold_verification_is_changed_and_not_cached(
     assert again.reason is not None and (again.reason.code, again.reason.path) == ("verify.size", str(compiler))
 
 
+def test_a_manifest_rewritten_during_cold_verification_is_changed_and_not_cached(
+        env: TrustEnv, site: Path, observer: None) -> None:
+    """The manifest and the ``.dist-info`` are held to their identity from before they were
+    read: the manifest rewritten while the backend's files are hashed (after it was read) is
+    ``verify.changed`` naming it, and nothing is cached (a stat when the verdict is stored
+    took the new manifest for the one verified)."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    manifest = dist.manifest_path
+    compiler = str(dist.file("demo_backend/compiler.py"))
+    done: list[str] = []
+
+    def rewrite(path: str, when: str) -> None:
+        if path == compiler and when == "done" and not done:
+            manifest.write_bytes(manifest.read_bytes() + b"\n")
+            done.append(path)
+
+    installed.hash_observer = rewrite
+    row = demo(env.registry(site, policy="strict"))
+    assert done == [compiler]
+    assert row.reason is not None and (row.reason.code, row.reason.path) == ("verify.changed", str(manifest))
+    assert str(dist.dist_info) not in VerifyCache(str(env.cache_file())).raw_verdicts
+    installed.hash_observer = None
+    assert demo(env.registry(site, policy="strict")).state == "loaded"  # verified again, as it is now
+
+
 def test_an_unchanged_tree_is_cached_with_the_hashed_identities(env: TrustEnv, site: Path) -> None:
     """The baseline: nothing written, the verdict is cached, and its identities are those the
     digests were taken with; the warm import hashes nothing."""
