@@ -612,7 +612,7 @@ def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
 def _add_capture(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-plugins", action="store_true",
                         help="ask each Triton plugin library what it provides (tritonGetPluginInfo), in a sandbox "
-                        "(user, PID, mount and network namespaces; see docs/plugin-capture.md); where none can be "
+                        "(user, PID, mount and network namespaces; see docs/vendor/plugin-capture.md); where none can be "
                         "made the plugin is recorded 'no-sandbox'. Default: no plugin code runs ('not-run')")
     parser.add_argument("--capture-plugins-unsafe-no-sandbox", action="store_true",
                         help="as --capture-plugins, but where no sandbox can be made run the plugin's code anyway, "

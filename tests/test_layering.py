@@ -116,10 +116,10 @@ def test_py_typed(package: str) -> None:
 
 
 def test_every_module_is_in_the_architecture_document() -> None:
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "development" / "architecture.md").read_text(encoding="utf-8")
     missing = [f"{package}/{p.name}" for package, directory in PACKAGES.items()
                for p in sorted(directory.glob("*.py")) if f"`{p.name}`" not in text]
-    assert missing == [], f"modules docs/ARCHITECTURE.md does not list: {missing}"
+    assert missing == [], f"modules docs/development/architecture.md does not list: {missing}"
 
 
 def _without_docstrings(tree: ast.AST) -> str:

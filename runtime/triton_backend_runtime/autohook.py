@@ -11,7 +11,7 @@ and runs unmodified, with a warning, otherwise. ``hook uninstall`` deletes the f
 
 The file's name sorts before every other ``.pth`` (``site`` runs them in sorted order): a
 Triton imported before the finder is in place ran unverified, which :mod:`.hookorder`
-reports (strict ends the process). ``docs/import-hook.md`` says what the hook cannot see.
+reports (strict ends the process). ``docs/runtime/import-hook.md`` says what the hook cannot see.
 
 Start-up cost is this module alone: it imports nothing beyond ``sys`` and ``os`` until
 Triton is imported.

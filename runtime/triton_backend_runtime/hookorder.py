@@ -22,7 +22,7 @@ The ``.pth`` that imported it is found by reading the ``.pth`` files ``site`` pr
 before the hook's: those that name the package first, else those with an ``import`` line.
 :func:`position` is what ``doctor`` reports. What the hook cannot see at all (``python -S``,
 an embedded interpreter without ``site``) is for the patch in ``hooks/``: see
-``docs/import-hook.md``.
+``docs/runtime/import-hook.md``.
 """
 
 from __future__ import annotations

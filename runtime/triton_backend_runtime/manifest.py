@@ -77,7 +77,7 @@ EXPORT_LIST_LIMIT = 4096
 # items is decoded (``schema.MaxItems``); over a cap is ``manifest.limit``, naming it. Each is
 # far above real wheels (triton 3.9.0: 2 tags, 598 artifacts, 2 backends, 3 plugins, 691
 # imports in its biggest list) and far below what makes the checks that use them slow. The
-# table, with the why of each, is docs/manifest-limits.md.
+# table, with the why of each, is docs/reference/manifest.md.
 #: Wheel tags (PEP 425 compressed tag sets: a real wheel has one to a few).
 MAX_TAGS = 256
 #: Files one manifest vouches for (every file of the wheel, for coverage "all").
