@@ -67,7 +67,6 @@ from email.message import Message
 from pathlib import Path
 from typing import BinaryIO
 
-from packaging.utils import canonicalize_name
 from triton_backend_runtime import dsse
 from triton_backend_runtime.atomicfile import atomic_output, write_atomic
 from triton_backend_runtime.errors import TrustError, VerifyError
@@ -82,6 +81,7 @@ from triton_backend_runtime.installed import (
 )
 from triton_backend_runtime.layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
 from triton_backend_runtime.manifest import Artifact, ElfInfo, Plugin, is_installer_file
+from triton_backend_runtime.names import canonicalize_name
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
@@ -95,7 +95,7 @@ from .migrate import Options as MigrateOptions
 from .migrate import Outcome, migrate_wheel, plan_migration
 from .rewrite import check_coverage
 from .signing import SigningKey, seal
-from .wheelfile import WheelContents
+from .wheelfile import WheelContents, escape_name
 from .writer import FOREIGN_BINARY, replaced_members
 
 #: RECORD, METADATA, WHEEL, entry_points.txt larger than these are not a distribution's own.
@@ -814,7 +814,7 @@ def wheel_filename(installed: Installed) -> str:
     if len(parts[0]) * len(parts[1]) * len(parts[2]) != len(tags):
         raise InstalledError("tags", where, f"the tags {tags} are not one compressed tag set; cannot name a wheel")
     build = installed.wheel.get("Build")
-    name = canonicalize_name(installed.metadata["Name"]).replace("-", "_")
+    name = escape_name(installed.metadata["Name"])
     fields = [name, installed.metadata["Version"], *([build] if build else []), *(".".join(p) for p in parts)]
     return "-".join(fields) + ".whl"
 

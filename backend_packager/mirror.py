@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from triton_backend_runtime.names import canonicalize_name
 
 from . import __version__, mirrorindex, simpleindex
 from .errors import InputError, TrustError

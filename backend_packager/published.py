@@ -32,8 +32,8 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 from urllib.request import url2pathname
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from triton_backend_runtime.names import canonicalize_name, same_version
 
 from . import records, simpleindex
 from .errors import InputError, InstalledError, TrustError, WheelError
@@ -118,20 +118,13 @@ def _check_identity(archive: WheelArchive, source: str, wanted: Wanted) -> None:
     name, version = archive.metadata["Name"], archive.metadata["Version"]
     tags = frozenset(archive.wheel_meta.get_all("Tag") or [])
     build = archive.wheel_meta.get("Build")
-    if canonicalize_name(name) != canonicalize_name(wanted.name) or not _same_version(version, wanted.version):
+    if canonicalize_name(name) != canonicalize_name(wanted.name) or not same_version(version, wanted.version):
         raise InputError("against", source, f"the published wheel is {name} {version}, not {wanted.name} "
                          f"{wanted.version}")
     if tags != wanted.tags or build != wanted.build:
         raise InputError("against", source, f"the published wheel is built for {', '.join(sorted(tags))} "
                          f"(build {build}), the installed distribution for {', '.join(sorted(wanted.tags))} "
                          f"(build {wanted.build}): another build")
-
-
-def _same_version(a: str, b: str) -> bool:
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 # --- the index -------------------------------------------------------------------------------
@@ -167,7 +160,7 @@ def _is_wanted(filename: str, wanted: Wanted) -> bool:
     except InvalidWheelFilename:
         return False
     build_text = "".join(str(part) for part in build) if build else None
-    return (canonicalize_name(name) == canonicalize_name(wanted.name) and _same_version(str(version), wanted.version)
+    return (canonicalize_name(name) == canonicalize_name(wanted.name) and same_version(str(version), wanted.version)
             and frozenset(str(t) for t in tags) == wanted.tags and build_text == wanted.build)
 
 

@@ -37,6 +37,7 @@ from triton_backend_runtime.manifest import (
     Manifest,
     is_installer_file,
 )
+from triton_backend_runtime.names import canonicalize_name, same_version
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
@@ -49,7 +50,6 @@ from .wheelfile import (
     WheelName,
     describe,
     manifest_member,
-    normalize_name,
 )
 from .wheelfile import Member as WheelMember
 
@@ -200,13 +200,13 @@ def check_identity(manifest: Manifest, wheel: Wheel) -> list[Finding]:
         named = WheelName.parse(wheel.file_name)
     except TrustError as exc:
         return [Finding(exc.code, exc.path, exc.detail)]
-    signed = normalize_name(manifest.name)
+    signed = canonicalize_name(manifest.name)
     for source, value in (("file name", named.name), ("METADATA", wheel.metadata.get("Name", ""))):
-        if normalize_name(value) != signed:
+        if canonicalize_name(value) != signed:
             findings.append(Finding("identity.name", wheel.file_name,
                                     f"{source} says name {value!r}; the signed manifest says {manifest.name!r}"))
     for source, value in (("file name", named.version), ("METADATA", wheel.metadata.get("Version", ""))):
-        if not _same_version(value, manifest.version):
+        if not same_version(value, manifest.version):
             findings.append(Finding("identity.version", wheel.file_name,
                                     f"{source} says version {value}; the signed manifest says {manifest.version}"))
     for source, tags in (("file name", sorted(named.tags)), ("WHEEL", wheel.tags)):
@@ -215,15 +215,6 @@ def check_identity(manifest: Manifest, wheel: Wheel) -> list[Finding]:
                                     f"{source} says tags {', '.join(tags)}; the signed manifest says "
                                     f"{', '.join(sorted(manifest.tags))}"))
     return findings
-
-
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 def check_artifacts(manifest: Manifest, wheel: Wheel) -> list[Finding]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
+from triton_backend_runtime.names import canonicalize_name
 
 from . import entrypoints, records, zipformat
 from .errors import InputError, WheelError
@@ -46,11 +47,9 @@ WITHDRAWN = ("RECORD.jws", "RECORD.p7s")
 MAX_TAG_PARTS = 64
 
 
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation (``packaging.utils.canonicalize_name``), with ``_`` as wheel
-    file names use it (the binary distribution format's escaping)."""
-    from packaging.utils import canonicalize_name
-
+def escape_name(name: str) -> str:
+    """A project name as wheel and ``.dist-info`` names spell it (the binary distribution
+    format's escaping): PEP 503 normalised, with ``_`` for ``-``."""
     return canonicalize_name(name).replace("-", "_")
 
 
@@ -284,13 +283,13 @@ class WheelArchive:
     def name_problems(self, *, tags: bool = True) -> list[str]:
         """File name, dist-info name, METADATA and WHEEL (``tags``) must all tell the same story."""
         name, version = self.metadata["Name"], self.metadata["Version"]
-        expected = f"{normalize_name(name)}-{version}.dist-info"
+        expected = f"{escape_name(name)}-{version}.dist-info"
         problems = []
-        if normalize_name(self.wheel_name.name) != normalize_name(name):
+        if escape_name(self.wheel_name.name) != escape_name(name):
             problems.append(f"file name says {self.wheel_name.name!r}, METADATA says {name!r}")
         if self.wheel_name.version != version:
             problems.append(f"file name says version {self.wheel_name.version}, METADATA says {version}")
-        if normalize_name(self.dist_info) != normalize_name(expected):
+        if escape_name(self.dist_info) != escape_name(expected):
             problems.append(f"dist-info directory {self.dist_info!r} does not match {name} {version}")
         tag_problem = self.tag_problem() if tags else None
         if tag_problem:
@@ -468,7 +467,7 @@ def _check_local(stream: BinaryIO, m: Member, where: str) -> int:
 
 
 def dist_info_name(name: str, version: str) -> str:
-    return f"{normalize_name(name)}-{version}.dist-info"
+    return f"{escape_name(name)}-{version}.dist-info"
 
 
 def manifest_member(dist_info: str) -> str:

@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 
 from .layout import BACKENDS_GROUP as BACKENDS_GROUP
 from .layout import MANIFEST_FILENAME as MANIFEST_FILENAME
+from .names import canonicalize_name
 from .regularfile import RegularFileError, read_regular
 
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
-    "MAX_METADATA_BYTES", "backends_group", "canonical", "core_init", "core_root", "core_version", "discover",
+    "MAX_METADATA_BYTES", "backends_group", "core_init", "core_root", "core_version", "discover",
     "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes", "read_small_text", "record_row",
     "record_row_matches", "renamed_cores",
 ]
@@ -68,7 +69,7 @@ class Distribution:
 
     @property
     def key(self) -> str:
-        return canonical(self.name)
+        return canonicalize_name(self.name)
 
     def label(self) -> str:
         return f"{self.name} {self.version}"
@@ -98,11 +99,6 @@ class Discovery:
     core_claims: list[Distribution] = field(default_factory=list)
     #: The Triton package discovered for (``triton``, or a vendor release's rename).
     package: str = "triton"
-
-
-def canonical(name: str) -> str:
-    """PEP 503 normalised name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def backends_group(package: str) -> str:
@@ -161,9 +157,9 @@ def _distributions(path: list[str], group: str = BACKENDS_GROUP) -> list[Distrib
         for info in infos:
             stem = info.rsplit(".", 1)[0]
             name, _, version = stem.partition("-")
-            if canonical(name) in seen:
+            if canonicalize_name(name) in seen:
                 continue
-            seen.add(canonical(name))
+            seen.add(canonicalize_name(name))
             dist = _inspect(os.path.join(root, info), name, version.partition("-")[0], root, order, group=group)
             if dist is not None:
                 found.append(dist)

@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import TrustStoreError
+from .names import canonicalize_name
 from .trustpaths import (
     FLOORS_FILE,
     PINS_FILE,
@@ -64,7 +65,7 @@ from .vocab import NAME_KINDS, PIN_KINDS
 
 __all__ = [
     "FLOORS_FILE", "PINS_FILE", "SCOPES_FILE", "TRUSTED_KEYS_ENV", "Floor", "Pin", "PublicKey", "Scope", "TrustStore",
-    "admit_signers", "check_floor", "keyid_of", "load_pins", "load_trust_store", "normalize_name", "parse_floors",
+    "admit_signers", "check_floor", "keyid_of", "load_pins", "load_trust_store", "parse_floors",
     "parse_key_file", "parse_key_line", "parse_name", "parse_pin_name", "parse_pins", "parse_scope",
     "parse_scope_names", "parse_scopes", "pin_text", "remove_pin", "set_floor", "set_pin", "set_scope",
     "system_trust_dir", "trust_sources", "ungranted", "user_trust_dir", "write_atomic",
@@ -123,16 +124,11 @@ def parse_key_file(text: str, where: str) -> list[PublicKey]:
     return keys
 
 
-def normalize_name(name: str) -> str:
-    """PEP 503 normalised distribution name: runs of ``-_.`` become ``-``, lower case."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def parse_name(text: str, where: str) -> str:
     """A distribution name (PEP 508 syntax), normalised; TrustStoreError('name-format') otherwise."""
     if not _NAME.fullmatch(text):
         raise TrustStoreError("name-format", where, f"{text[:80]!r} is not a distribution name")
-    return normalize_name(text)
+    return canonicalize_name(text)
 
 
 def parse_scope_names(text: str, where: str) -> frozenset[str]:
@@ -162,10 +158,10 @@ def _scope_item(item: str) -> tuple[str, str] | None:
     """``("dist", normalised name)`` or ``(kind, name)`` of one scope item; None when it is neither."""
     kind, colon, name = item.partition(":")
     if not colon:
-        return ("dist", normalize_name(item)) if _NAME.fullmatch(item) else None
+        return ("dist", canonicalize_name(item)) if _NAME.fullmatch(item) else None
     kind = kind.lower()
     if kind == "dist":
-        return ("dist", normalize_name(name)) if _NAME.fullmatch(name) else None
+        return ("dist", canonicalize_name(name)) if _NAME.fullmatch(name) else None
     if kind in NAME_KINDS and (name == "*" or _CLAIM_NAME.fullmatch(name)):
         return kind, name
     return None
@@ -218,7 +214,7 @@ class Scope:
     grants: frozenset[tuple[str, str]] = frozenset()
 
     def allows(self, name: str) -> bool:
-        return normalize_name(name) in self.names
+        return canonicalize_name(name) in self.names
 
     def grants_name(self, kind: str, name: str) -> bool:
         return (kind, name) in self.grants or (kind, "*") in self.grants
@@ -333,7 +329,7 @@ def parse_pins(text: str, where: str) -> tuple[dict[tuple[str, str], Pin], list[
         except TrustStoreError as exc:
             problems.append(TrustStoreError("pin-format", at, f"{exc.detail}; line skipped"))
             continue
-        pin = Pin(normalize_name(fields[1]), (at,))
+        pin = Pin(canonicalize_name(fields[1]), (at,))
         pins[key] = pins[key].join(pin) if key in pins else pin
     for (kind, name), pin in pins.items():
         if pin.dist is None:
@@ -356,7 +352,7 @@ def parse_floors(text: str, where: str) -> tuple[dict[str, Floor], list[TrustSto
             detail = f"expected 'NAME VERSION', found {fields[0][:80]!r} where a distribution name goes; line skipped"
             problems.append(TrustStoreError("min-version-format", at, detail))
             continue
-        name = normalize_name(fields[0])
+        name = canonicalize_name(fields[0])
         version: str | None = fields[1] if len(fields) == 2 else None
         if version is None or not _valid_version(version):
             found = " ".join(fields[1:])[:80]
@@ -460,7 +456,7 @@ def admit_signers(store: TrustStore, keyids: Sequence[str], name: str, version: 
     fewer than ``store.threshold`` left raises TrustStoreError code ``trust.scope``. Then the
     floor (:func:`check_floor`): ``trust.rollback``. Returns the counting keyids, in order.
     """
-    wanted = normalize_name(name)[:200]
+    wanted = canonicalize_name(name)[:200]
     admitted: list[str] = []
     outside: list[str] = []
     for keyid in dict.fromkeys(keyids):
@@ -504,7 +500,7 @@ def check_floor(store: TrustStore, name: str, version: str, where: str) -> None:
     distribution's version). A version that is not PEP 440 cannot be shown to be above a floor
     and is refused; a name without a floor passes.
     """
-    wanted = normalize_name(name)
+    wanted = canonicalize_name(name)
     floor = store.floors.get(wanted)  # a floor exists only for a well-formed name: messages stay short
     if floor is None:
         return
@@ -657,7 +653,7 @@ def _is_pin(kind: str, name: str) -> Callable[[str], bool]:
 
 def set_pin(directory: str, kind: str, name: str, dist: str) -> list[str]:
     """Pin ``kind`` ``name`` to ``dist`` in ``directory``'s pins file (replacing its line there)."""
-    line = f"{pin_text(kind, name)} {normalize_name(dist)}"
+    line = f"{pin_text(kind, name)} {canonicalize_name(dist)}"
     return _set_line(os.path.join(directory, PINS_FILE), _is_pin(kind, name), line)
 
 
@@ -677,10 +673,10 @@ def remove_pin(directory: str, kind: str, name: str) -> list[str]:
 
 def set_floor(directory: str, name: str, version: str) -> list[str]:
     """Set ``name``'s floor to ``version`` in ``directory``'s min-versions file (replacing its line)."""
-    wanted = normalize_name(name)
+    wanted = canonicalize_name(name)
 
     def matches(first: str) -> bool:
-        return _NAME.fullmatch(first) is not None and normalize_name(first) == wanted
+        return _NAME.fullmatch(first) is not None and canonicalize_name(first) == wanted
 
     return _set_line(os.path.join(directory, FLOORS_FILE), matches, f"{wanted} {version}")
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from . import dsse, dynsym, statement
 from . import manifest as m
-from .discovery import Distribution, canonical
+from .discovery import Distribution
 from .errors import ManifestError, SignatureError, TrustError, TrustStoreError, VerifyError
 from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
@@ -58,6 +58,7 @@ from .installed import (
     walk_files,
 )
 from .layout import is_shared_library
+from .names import canonicalize_name, same_version
 from .trust import TrustStore, admit_signers, check_floor, ungranted
 from .verdict import BackendClaim, PluginClaim, Reason, Verdict, plugin_terms, reason_of
 from .vocab import REJECTED, UNVERIFIED, VERIFIED
@@ -273,20 +274,11 @@ def _strong_exports(elf: m.ElfInfo) -> list[str]:
     )
 
 
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except (InvalidVersion, ValueError):  # ValueError: a number too long for int()
-        return a == b
-
-
 def _check_identity(manifest: m.Manifest, dist: Distribution) -> None:
     where = dist.manifest or dist.dist_info
-    if canonical(manifest.name) != dist.key:
+    if canonicalize_name(manifest.name) != dist.key:
         raise VerifyError("name", where, f"the manifest is for {manifest.name[:200]!r}, installed is {dist.name!r}")
-    if not _same_version(manifest.version, dist.version):
+    if not same_version(manifest.version, dist.version):
         raise VerifyError(
             "version", where, f"the manifest is for version {manifest.version[:100]}, installed is {dist.version}"
         )
