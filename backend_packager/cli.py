@@ -410,7 +410,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         # A relative key path is relative to where the build starts (config.start_directory).
         print("next: backend-packager keygen -o signing-key.pem && BACKEND_PACKAGER_SIGNING_KEY=signing-key.pem "
               f"python -m build {shlex.quote(str(args.directory))} (its isolated environment installs "
-              "triton-backend-packager from the index, or from PIP_FIND_LINKS: see the README)")
+              "triton-backend-packager from the index, or from PIP_FIND_LINKS: see docs/vendor/build.md)")
     return EXIT_OK
 
 
@@ -612,8 +612,9 @@ def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
 def _add_capture(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture-plugins", action="store_true",
                         help="ask each Triton plugin library what it provides (tritonGetPluginInfo), in a sandbox "
-                        "(user, PID, mount and network namespaces; see docs/vendor/plugin-capture.md); where none can be "
-                        "made the plugin is recorded 'no-sandbox'. Default: no plugin code runs ('not-run')")
+                        "(user, PID, mount and network namespaces; see docs/vendor/plugin-capture.md); "
+                        "where none can be made the plugin is recorded 'no-sandbox'. "
+                        "Default: no plugin code runs ('not-run')")
     parser.add_argument("--capture-plugins-unsafe-no-sandbox", action="store_true",
                         help="as --capture-plugins, but where no sandbox can be made run the plugin's code anyway, "
                         "as this user: it can then read the signing key and everything else you can")

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures, run_cli, session_dir
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.scratch import session_dir
 from helpers import elfgen, zipgen
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,12 +245,13 @@ def test_json_schema_bounds_the_interpreter(elf_files: ElfFixtures) -> None:
         jsonschema.validate(doc, m.json_schema())
 
 
-def test_readme_lists_every_elf_cap() -> None:
-    """The README's cap table names every ``*_LIMIT`` of the scanner, with its value."""
+def test_reference_lists_every_elf_cap() -> None:
+    """The cap table of docs/reference/manifest.md names every ``*_LIMIT`` of the scanner, with its value."""
     from backend_packager import elf, elftables
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| ([^|]+) \|", readme, re.MULTILINE))
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md").read_text()
+    section = page.split("\n## The ELF scanner's caps\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| ([^|]+) \|", section, re.MULTILINE))
     caps = {name: getattr(module, name) for module in (elf, elftables) for name in dir(module)
             if name.endswith("_LIMIT") and isinstance(getattr(module, name), int)
             and not hasattr(m, name)}  # EXPORT_LIST_LIMIT is the manifest's summary threshold, no cap

@@ -1,4 +1,4 @@
-"""The README, held to what it says (issue 12, item 6).
+"""The README and the reference pages, held to what they say.
 
 - The two quick starts (the fenced ``sh`` block after ``<!-- quickstart: NAME -->``) run as
   written, line by line in one ``bash -e`` session, in a fresh copy of the repository, as a
@@ -6,10 +6,11 @@
   the real triton 3.9.0: marked ``triton_wheel``. Only the environment differs: the cached
   triton wheel is offered to pip first (PIP_FIND_LINKS), the user's trust store and caches
   are moved under tmp_path.
-- The reason-code table lists every code the runtime can give (collected from its sources as
-  the guard test in test_runtime_load.py collects them, plus the codes it names in quotes or
-  backticks), each with what to do.
-- The CLI grammar table covers both CLIs' exit codes, -q/-v, --json and --version.
+- The reason-code table (docs/reference/reason-codes.md) lists every code the runtime can
+  give (collected from its sources as the guard test in test_runtime_load.py collects them,
+  plus the codes it names in quotes or backticks), each with what to do.
+- The CLI grammar table (docs/reference/cli.md) covers both CLIs' exit codes, -q/-v, --json
+  and --version.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+REFERENCE = ROOT / "docs" / "reference"
 RUNTIME = ROOT / "runtime" / "triton_backend_runtime"
 
 
@@ -85,7 +87,7 @@ def error_prefixes() -> dict[str, str]:
     """Each TrustError subclass of the runtime and its code prefix, read from the sources."""
     prefixes = {"TrustError": "error"}
     changed = True
-    sources = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(RUNTIME.glob("*.py"))]
+    sources = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(RUNTIME.rglob("*.py"))]
     while changed:
         changed = False
         for tree in sources:
@@ -105,7 +107,7 @@ def runtime_codes() -> set[str]:
     prefixes = error_prefixes()
     families = "|".join(sorted(set(prefixes.values()) - {"error"}))
     codes: set[str] = set()
-    for source in RUNTIME.glob("*.py"):
+    for source in RUNTIME.rglob("*.py"):
         if source.name == "__main__.py":
             continue  # the CLI's own usage errors, not reasons
         text = source.read_text(encoding="utf-8")
@@ -119,8 +121,9 @@ def runtime_codes() -> set[str]:
     return {c for c in codes if not c.endswith((".py", ".pth"))}
 
 
-def table_rows(heading: str) -> list[list[str]]:
-    text = README.read_text(encoding="utf-8")
+def table_rows(page: Path, heading: str) -> list[list[str]]:
+    """The table rows under ``## HEADING`` of a page, the header row left out."""
+    text = page.read_text(encoding="utf-8")
     section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             for line in section.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
@@ -133,18 +136,18 @@ def test_the_collector_finds_codes_of_every_kind() -> None:
 
 
 def test_every_runtime_code_is_in_the_table_with_what_to_do() -> None:
-    rows = table_rows("Reason codes")
+    rows = table_rows(REFERENCE / "reason-codes.md", "The runtime's codes")
     listed = {}
     for row in rows:
         assert len(row) == 3 and row[2], row
         for code in re.findall(r"`([a-z]+\.[a-z0-9-]+)`", row[0]):
             listed[code] = row[2]
     missing = sorted(runtime_codes() - set(listed))
-    assert missing == [], f"reason codes missing from the README's table: {missing}"
+    assert missing == [], f"reason codes missing from docs/reference/reason-codes.md: {missing}"
 
 
 def test_cli_grammar_table_covers_both_clis() -> None:
-    rows = table_rows("CLI grammar")
+    rows = table_rows(REFERENCE / "cli.md", "CLI grammar")
     text = "\n".join(" | ".join(row) for row in rows)
     for needle in ("0", "1", "2", "141", "-q", "-v", "--version", '"format": 1'):
         assert needle in text, needle

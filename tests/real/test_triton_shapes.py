@@ -2,7 +2,7 @@
 name, each discovery shape since 3.0 with its patch in ``hooks/``, overlapping installs, and a
 real plugin package that registers itself.
 
-Real wheels from the index (cached by ``bench/_wheels.py``), see the README's table:
+Real wheels from the index (cached by ``bench/_wheels.py``), see the table in docs/tritons.md:
 ``triton`` 3.0.0, 3.2.0, 3.3.0, 3.4.0, 3.5.0, 3.8.0 (their ``backends/__init__.py``), and 3.9.0;
 ``triton-pascal`` 3.1.0 (a fork for older GPUs, directory-scan era), ``fbtriton`` 3.7.4 (a
 large company's fork, entry-point era), ``triton-ascend`` 3.2.0 (a vendor fork for another
@@ -20,15 +20,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, fetch_wheel
-from runtime_wheels import pip_install
+from helpers.projects import ROOT
+from helpers.wheels import fetch_wheel
+from helpers.wheels import pip_install
 from triton_backend_runtime import dsse
 from triton_backend_runtime import hook as registry_hook
 from triton_backend_runtime.discovery import core_version, discover
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 from triton_backend_runtime.registry import libtriton_path
 from triton_backend_runtime.statement import manifest_from_statement
-from triton_venv import Venv, make_venv, migrate
+from helpers.venv import Venv, make_venv, migrate
 
 from backend_packager import signing
 
