@@ -1,37 +1,20 @@
-"""Shared fixtures: ELF files compiled from tests/csrc with gcc, real wheels from the index."""
+"""Shared fixtures: ELF files compiled from tests/csrc with gcc, real wheels from the index.
+The code behind them lives in ``tests/helpers`` (a test module imports helpers, never this file)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-CSRC = Path(__file__).resolve().parent / "csrc"
-sys.path.insert(0, str(ROOT / "bench"))
-
-import projects  # noqa: E402
-import triton_venv  # noqa: E402
-from _wheels import fetch_wheel  # noqa: E402
-from helpers.disttree import TrustEnv  # noqa: E402
-from triton_venv import run_cli  # noqa: E402,F401  (tests import it from here)
-
-# Directories of session-scoped fixtures: they outlive the module that first asked for them.
-SESSION_DIRS: set[Path] = set()
-
-
-def session_dir(factory: pytest.TempPathFactory, name: str) -> Path:
-    """``factory.mktemp(name)`` for a session-scoped fixture, kept until the session ends."""
-    directory = factory.mktemp(name)
-    SESSION_DIRS.add(directory)
-    return directory
+from helpers import projects
+from helpers import venv as triton_venv
+from helpers.csrc import ElfFixtures, compile_all
+from helpers.disttree import TrustEnv
+from helpers.scratch import SESSION_DIRS, session_dir
+from helpers.wheels import fetch_wheel, pip_install
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,54 +32,9 @@ def _module_scratch_removed(request: pytest.FixtureRequest, tmp_path_factory: py
         shutil.rmtree(entry, ignore_errors=True)
 
 
-@dataclass
-class ElfFixtures:
-    dir: Path
-    exports: Path
-    plugin_v2: Path
-    plugin_v1: Path
-    plugin_shared: Path  # a v2 plugin Triton 3.9 accepts, exporting a strong symbol
-    pyext: Path
-    runpath: Path
-    rpath: Path
-    versioned: Path
-    truncated: Path
-    not_elf: Path
-
-
-def gcc(out: Path, *args: str) -> Path:
-    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wl,--build-id", "-o", str(out), *args]
-    subprocess.run(cmd, check=True, capture_output=True)
-    return out
-
-
 @pytest.fixture(scope="session")
 def elf_files(tmp_path_factory: pytest.TempPathFactory) -> ElfFixtures:
-    d = session_dir(tmp_path_factory, "elf")
-    exports = gcc(d / "libexports.so", str(CSRC / "exports.c"), "-lm", "-lpthread")
-    plugin_v2 = gcc(d / "libdemo_plugin.so", str(CSRC / "plugin_v2.c"))
-    plugin_v1 = gcc(d / "libold_plugin.so", str(CSRC / "plugin_v1.c"))
-    plugin_shared = gcc(d / "libshared_plugin.so", str(CSRC / "plugin_shared.c"))
-    include = sysconfig.get_paths()["include"]
-    pyext = gcc(d / "fastmod.cpython-ext.so", str(CSRC / "pyext.c"), f"-I{include}")
-    runpath = gcc(
-        d / "librunpath.so.1", str(CSRC / "runpath.c"), f"-L{d}", "-lexports",
-        "-Wl,-soname,librunpath.so.1", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib:/opt/demo/lib",
-    )
-    rpath = gcc(
-        d / "librpath.so", str(CSRC / "runpath.c"), f"-L{d}", "-lexports",
-        "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN",
-    )
-    versioned = gcc(
-        d / "libversioned.so", str(CSRC / "versioned.c"), f"-Wl,--version-script={CSRC / 'versioned.map'}"
-    )
-    truncated = d / "libtruncated.so"
-    truncated.write_bytes(exports.read_bytes()[: exports.stat().st_size // 2])
-    not_elf = d / "libnotelf.so"
-    not_elf.write_text("this is a text file, not a shared library\n")
-    return ElfFixtures(
-        d, exports, plugin_v2, plugin_v1, plugin_shared, pyext, runpath, rpath, versioned, truncated, not_elf
-    )
+    return compile_all(session_dir(tmp_path_factory, "elf"))
 
 
 @pytest.fixture()
@@ -143,15 +81,6 @@ def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
             os.waitpid(pid, os.WNOHANG)
 
 
-def patched_copy(src: Path, dst: Path, offset: int, value: bytes) -> Path:
-    """A copy of ``src`` with ``value`` written at ``offset``: 32-bit, big-endian, foreign files."""
-    shutil.copyfile(src, dst)
-    with dst.open("r+b") as stream:
-        stream.seek(offset)
-        stream.write(value)
-    return dst
-
-
 @pytest.fixture(scope="session")
 def triton_wheel() -> Path:
     return fetch_wheel("triton==3.9.0")
@@ -185,8 +114,6 @@ def venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path) -> Iterat
 def migrated(venv: triton_venv.Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The triton wheel migrated and signed with the venv's key, installed in a site of its
     own: under strict, a verified core (what `import triton` needs before any backend)."""
-    from runtime_wheels import pip_install
-
     out = session_dir(tmp_path_factory, "migrated")
     wheel = triton_venv.migrate(triton_wheel, out / "wheels", venv.key)
     pip_install(venv.python, wheel, out / "site")

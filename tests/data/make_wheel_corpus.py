@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import zipgen  # noqa: E402
+from helpers import zipgen  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

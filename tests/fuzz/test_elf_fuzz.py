@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from conftest import run_cli
 from helpers import elfgen
+from helpers.cli import run_cli
 from hypothesis import HealthCheck, given, settings
 from triton_backend_runtime.manifest import Artifact
 

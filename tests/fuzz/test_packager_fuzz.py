@@ -23,19 +23,15 @@ import io
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import zipgen
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-
-import zipgen  # noqa: E402
 
 from backend_packager.cli import main  # noqa: E402
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 #: A fixed SOURCE_DATE_EPOCH: builds in tests are meant to be reproducible.
 EPOCH = "1700000000"
@@ -92,3 +92,43 @@ def rezip(src: Path, dst: Path, edit: Callable[[dict[str, bytes]], None], *, fix
         for name, data in members.items():
             archive.writestr(name, data)
     return dst
+
+
+DRIVER_C = """
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+"""
+
+
+COMPILER_PY = "from triton.backends.compiler import BaseBackend\n\n\nclass {cls}Backend(BaseBackend):\n    pass\n"
+
+
+DRIVER_PY = "from triton.backends.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
+
+
+def write_legacy_project(root: Path, name: str, package: str, plugin: Path, entry_point: str | None) -> Path:
+    """A legacy setuptools backend: compiler.py, driver.py, a C extension, a plugin .so."""
+    pkg = root / package.replace(".", "/")
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    cls = name.title().replace("-", "")
+    (pkg / "compiler.py").write_text(COMPILER_PY.format(cls=cls))
+    (pkg / "driver.py").write_text(DRIVER_PY.format(cls=cls))
+    (pkg / "_native.c").write_text(DRIVER_C)
+    (pkg / "lib").mkdir()
+    shutil.copy(plugin, pkg / "lib" / "libdemo_plugin.so")
+    eps = f'\n[project.entry-points."triton.backends"]\n{entry_point} = "{package}"\n' if entry_point else ""
+    (root / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "1.0"\nrequires-python = ">=3.10"\n'
+        f'dependencies = ["triton>=3.2"]\n{eps}\n'
+        f'[tool.setuptools]\npackages = ["{package}"]\n'
+        f'[tool.setuptools.package-data]\n"{package}" = ["lib/*.so"]\n'
+    )
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        f"setup(ext_modules=[Extension('{package}._native', ['{package.replace('.', '/')}/_native.c'])])\n"
+    )
+    return root

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "runtime"
 
 PROBE = """
@@ -30,12 +32,6 @@ except ImportError:
     report = None
 print(json.dumps({"table": table, "report": report}))
 """
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The packager's console script, as a user runs it."""
-    exe = Path(sys.executable).parent / "backend-packager"
-    return subprocess.run([str(exe), *args], capture_output=True, text=True)
 
 
 @dataclass

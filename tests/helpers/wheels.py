@@ -1,4 +1,6 @@
-"""Small real wheels for the runtime tests: legacy backends, broken backends, plugins.
+"""Small real wheels for the runtime tests: legacy backends, broken backends, plugins; and
+real wheels from the package index (:func:`fetch_wheel`, cached outside the repository by
+``bench/_wheels.py``).
 
 Written with zipfile and a correct RECORD (PEP 376/427: ``path,sha256=<urlsafe b64>,size``,
 the RECORD row itself ``path,,``), then installed with pip like any other wheel.
@@ -9,17 +11,36 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import subprocess
+import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from projects import rezip
 from triton_backend_runtime import dsse
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
 from triton_backend_runtime.statement import manifest_from_statement
 
 from backend_packager import signing
+from helpers.projects import ROOT, rezip
+
+
+def _bench_wheels() -> object:
+    """``bench/_wheels.py``, the one place that fetches and caches real wheels."""
+    if "_wheels" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_wheels", ROOT / "bench" / "_wheels.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_wheels"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["_wheels"]
+
+
+def fetch_wheel(requirement: str) -> Path:
+    """The wheel ``requirement`` names (``triton==3.9.0``), downloaded once into the cache."""
+    path: Path = _bench_wheels().fetch_wheel(requirement)  # type: ignore[attr-defined]
+    return path
 
 COMPILER = '''\
 from triton.backends.compiler import BaseBackend

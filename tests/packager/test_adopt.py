@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, ElfFixtures, run_cli
+from helpers import adopted
+from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, plugpack, snapshot
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
 from helpers.disttree import TAG, TrustEnv
+from helpers.projects import ROOT, fresh_venv, pip_install, record_hash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from projects import fresh_venv, pip_install, record_hash
-from runtime_wheels import backend_files, write_wheel
 from triton_backend_runtime import discovery, dsse
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.layout import MANIFEST_FILENAME
@@ -39,64 +41,8 @@ from backend_packager import adopt as adopt_module
 from backend_packager import signing
 from backend_packager.adopt import adopt
 
-NAME = "triton-fork"
-DIST_INFO = "triton_fork-1.0.dist-info"
-PACKAGE = "triton/backends/forkgpu"
-SCRIPTS = "[console_scripts]\nforkgpu-info = triton.backends.forkgpu:main\n"
-
-
-@pytest.fixture(scope="module")
-def fork_wheel(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> Path:
-    """The fork: Python sources, a native library, a console script; not Root-Is-Purelib."""
-    files = backend_files(PACKAGE, "Fork", "forkgpu")
-    files[f"{PACKAGE}/__init__.py"] = b"def main():\n    print('forkgpu')\n"
-    files[f"{PACKAGE}/lib/libfork_driver.so"] = elf_files.exports.read_bytes()
-    files[f"{DIST_INFO}/entry_points.txt"] = SCRIPTS.encode()
-    return write_wheel(tmp_path_factory.mktemp("wheels"), NAME, "1.0", files)
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory, fork_wheel: Path) -> Path:
-    """The fork installed by pip into a venv (bytecode compiled, a script wrapper in bin/):
-    its site-packages directory."""
-    base = tmp_path_factory.mktemp("adopt")
-    python = fresh_venv(base / "venv")
-    pip_install(python, str(fork_wheel))
-    site = next((base / "venv" / "lib").glob("python*/site-packages"))
-    assert (base / "venv" / "bin" / "forkgpu-info").exists()
-    return site
-
-
-@pytest.fixture
-def site(pristine: Path, tmp_path: Path) -> Path:
-    """A copy of the installed venv for one test to change: ``<copy>/lib/pythonX.Y/site-packages``."""
-    venv = pristine.parents[2]
-    shutil.copytree(venv, tmp_path / "venv", symlinks=True)
-    return tmp_path / "venv" / pristine.relative_to(venv)
-
-
-@pytest.fixture
-def trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrustEnv:
-    return TrustEnv.make(tmp_path / "trust-env", monkeypatch)
-
-
-def key_file(env: TrustEnv) -> Path:
-    return env.root / "keys" / "vendor.pem"
-
-
-def cli_adopt(site: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    done = run_cli("adopt", NAME, "--site-packages", str(site), "--json", *args)
-    return done.returncode, json.loads(done.stdout)
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    """Every file under ``directory`` with its bytes (symlinks as their target)."""
-    out = {}
-    for here, _, names in os.walk(directory):
-        for name in names:
-            full = Path(here) / name
-            out[str(full)] = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
-    return out
+#: The fork backend's wheel, its pip install (pristine), a copy per test (site), a trust env.
+fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust
 
 
 def record_of(site: Path) -> dict[str, list[str]]:
@@ -240,7 +186,7 @@ def test_dist_info_symlinked_out_of_site_packages_is_refused(site: Path, trust: 
 
 
 def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
-    from test_migrate import assert_strict_zip, assert_vouches_for_every_file, entry_points_of
+    from helpers.wheelcheck import assert_strict_zip, assert_vouches_for_every_file, entry_points_of
 
     before = snapshot(site)
     code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--wheel-out", str(tmp_path / "out"))
@@ -507,26 +453,6 @@ def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
     return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins
 
 
-def plugpack(elf_files: ElfFixtures, tmp_path: Path, *, triton: bool = True) -> tuple[Path, Path]:
-    """Three plugins installed with pip: one answers alone, one needs libtriton.so (a stub,
-    installed beside it as triton 3.9.0), one speaks plugin API v1 (not called). Returns the
-    wheel and the site-packages directory."""
-    from runtime_wheels import pip_install as pip_install_target
-    from test_plugin_contract import Libs
-
-    libs = Libs(tmp_path / "libs")
-    files = {"plugpack/__init__.py": b"", "plugpack/libshared.so": elf_files.plugin_shared.read_bytes(),
-             "plugpack/libold.so": elf_files.plugin_v1.read_bytes(),
-             "plugpack/libcontract.so": libs.plugin("needs-libtriton").read_bytes()}
-    wheel = write_wheel(tmp_path / "wheels", "plugpack", "1.0", files)
-    stub = write_wheel(tmp_path / "wheels", "triton", "3.9.0", {
-        "triton/__init__.py": b'__version__ = "3.9.0"\n', "triton/_C/libtriton.so": libs.stub.read_bytes()})
-    site = tmp_path / "site"
-    for each in (wheel, stub) if triton else (wheel,):
-        pip_install_target(Path(sys.executable), each, site)
-    return wheel, site
-
-
 def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust: TrustEnv, tmp_path: Path) -> None:
     """adopt records what ``migrate`` records for the same wheel, with the build
     environment's Triton the one installed beside."""
@@ -603,7 +529,7 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
 
 @pytest.mark.triton_wheel
 def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tmp_path: Path) -> None:
-    from triton_venv import make_venv
+    from helpers.venv import make_venv
 
     venv = make_venv(tmp_path, triton_wheel)
     code, doc = _adopt_real(venv.site, venv.key)

@@ -12,16 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_adopt
+from helpers import adopted
+from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, snapshot
 from helpers.disttree import TrustEnv
-from projects import record_hash, rezip
-from test_adopt import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, snapshot
+from helpers.projects import record_hash, rezip
 
 from backend_packager import published
 from backend_packager.errors import InputError
 
-#: The fork backend wheel of test_adopt, its pip install (pristine), a copy per test (site), a trust env.
-fork_wheel, pristine, site, trust = test_adopt.fork_wheel, test_adopt.pristine, test_adopt.site, test_adopt.trust
+#: The fork backend's wheel, its pip install (pristine), a copy per test (site), a trust env.
+fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust
 
 
 def edit_and_cover(site: Path) -> Path:

@@ -8,8 +8,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, build_env, built_wheel, copy_example, python_build
+from helpers.cli import run_cli
+from helpers.projects import Keypair, build_env, built_wheel, copy_example, python_build
 from pyproject_hooks import BuildBackendHookCaller
 
 from backend_packager import config
@@ -168,7 +168,7 @@ def test_every_hook_is_delegated(tmp_path: Path, signing_key: Keypair) -> None:
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert wheel.read(entry_points).decode() == "[triton.backends]\ndemo = demo_backend\n"
         assert any(n.endswith(".dist-info/triton_backend.dsse.json") for n in names)
-    from test_migrate import assert_vouches_for_every_file
+    from helpers.wheelcheck import assert_vouches_for_every_file
 
     assert_vouches_for_every_file(editable)  # the path hook and .pth an editable wheel holds, too
 
@@ -191,7 +191,7 @@ def test_repair_with_auditwheel_before_the_scan(tmp_path: Path, signing_key: Key
     assert check.returncode == 0, check.stdout
     inspect = run_cli("inspect", str(wheel)).stdout
     assert "manylinux" in inspect.splitlines()[0]
-    from test_migrate import assert_vouches_for_every_file
+    from helpers.wheelcheck import assert_vouches_for_every_file
 
     # Hashed after the repair: the retagged WHEEL and whatever auditwheel changed are what is vouched for.
     assert_vouches_for_every_file(wheel)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CSRC, gcc
-from runtime_wheels import pip_install, write_wheel
+from helpers.csrc import CSRC, gcc
+from helpers.wheels import pip_install, write_wheel
 from triton_backend_runtime import dsse
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.layout import MANIFEST_FILENAME

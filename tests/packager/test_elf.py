@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import binutils
 import pytest
-from conftest import ElfFixtures, patched_copy
+from helpers import binutils
+from helpers.csrc import ElfFixtures, patched_copy
 from triton_backend_runtime.manifest import EXPORT_LIST_LIMIT, ElfInfo
 
 from backend_packager.artifacts import artifact_from_file
@@ -132,7 +132,7 @@ def test_large_export_table_is_summarised(tmp_path: Path) -> None:
     src = tmp_path / "many.c"
     src.write_text("".join(f"int sym_{i}(void) {{ return {i}; }}\n" for i in range(count))
                    + "void *PyInit_many(void) { return 0; }\n")
-    from conftest import gcc
+    from helpers.csrc import gcc
 
     lib = gcc(tmp_path / "libmany.so", str(src))
     info = scan(lib)
@@ -177,7 +177,7 @@ def test_truncated_and_not_elf(elf_files: ElfFixtures) -> None:
 
 # --- hostile files: bounded time and memory, every limit named ------------------------
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 import make_elf_corpus  # noqa: E402
 from helpers import elfgen  # noqa: E402
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import elfgen, zipgen
 from helpers.cli import run_cli
 from helpers.csrc import ElfFixtures
+from helpers.manifests import sample
 from helpers.scratch import session_dir
-from helpers import elfgen, zipgen
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_manifest_schema import sample
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.errors import ManifestError
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, build_env, fresh_venv, pip_install
+from helpers.cli import run_cli
+from helpers.projects import Keypair, build_env, fresh_venv, pip_install
 
 EXPECTED = {
     "setuptools_backend": ("demo", "demo_backend", ["demo_backend/lib/libdemo_driver.so"]),
@@ -37,7 +37,7 @@ def run_in(python: Path, code: str, *args: str, **env: str) -> Any:
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))
 def test_built_example_verifies(example: str, example_wheels: dict[str, Path], signing_key: Keypair) -> None:
-    from test_migrate import assert_strict_zip, vouched_members
+    from helpers.wheelcheck import assert_strict_zip, vouched_members
 
     result = run_cli("verify", str(example_wheels[example]), "--trust", str(signing_key.public))
     assert result.returncode == 0, result.stdout
@@ -75,7 +75,7 @@ def test_repaired_then_resigned_wheel_verifies(
     (signed,) = (tmp_path / "signed").glob("*.whl")
     result = run_cli("verify", str(signed), "--trust", str(signing_key.public))
     assert result.returncode == 0, result.stdout
-    from test_migrate import vouched_members
+    from helpers.wheelcheck import vouched_members
 
     assert f"{len(vouched_members(signed))} artifacts match (coverage all)" in result.stdout
 

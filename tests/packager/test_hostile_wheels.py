@@ -19,10 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
-
-import zipgen  # noqa: E402
+from helpers import zipgen
 
 from backend_packager.cli import main  # noqa: E402
 
@@ -47,7 +44,7 @@ def assert_clean(code: int, err: str) -> None:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The seed corpus as files: built by the script the fuzz target shares, not committed."""
     directory = tmp_path_factory.mktemp("corpus")
-    script = Path(__file__).resolve().parent / "data" / "make_wheel_corpus.py"
+    script = Path(__file__).resolve().parents[1] / "data" / "make_wheel_corpus.py"
     subprocess.run([sys.executable, str(script), str(directory)], check=True, capture_output=True)
     return {c.name: directory / c.name / "demo-1.0-py3-none-any.whl" for c in zipgen.CASES}
 

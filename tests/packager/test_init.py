@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
-from projects import Keypair, build_env, python_build
+from helpers.cli import run_cli
+from helpers.projects import Keypair, build_env, python_build
 
 from backend_packager import scaffold
 

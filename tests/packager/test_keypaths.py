@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, build_env, copy_example
+from helpers.cli import run_cli
+from helpers.projects import Keypair, build_env, copy_example
 
 from backend_packager import config
 

@@ -1,4 +1,4 @@
-"""How the two packages are cut, checked on their sources (issue 12, item 5).
+"""How the two packages are cut, checked on their sources.
 
 - No import cycles: none among module-level imports in either package, and none at all
   (lazy imports inside functions included) on the build side, whose pipeline runs one way
@@ -16,32 +16,61 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"backend_packager": ROOT / "backend_packager",
             "triton_backend_runtime": ROOT / "runtime" / "triton_backend_runtime"}
 
 
-def imports(source: Path, package: str, *, lazy: bool) -> set[str]:
-    """The modules of ``package`` that ``source`` imports (module level, or anywhere)."""
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    nodes = list(ast.walk(tree)) if lazy else tree.body
-    found: set[str] = set()
-    for node in nodes:
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.level == 1:
-            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-        elif node.module == package:
-            found |= {a.name for a in node.names}
-        elif node.module and node.module.startswith(f"{package}."):
-            found.add(node.module.split(".")[1])
+def modules(package: str) -> dict[str, Path]:
+    """Every module of ``package``, subpackages included (``rglob``: a module moved into a
+    subpackage is still checked), by its dotted name under the package (``__init__`` for the
+    package itself, ``sub`` for ``sub/__init__.py``)."""
+    found = {}
+    for path in sorted(PACKAGES[package].rglob("*.py")):
+        parts = path.relative_to(PACKAGES[package]).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)] = path
     return found
 
 
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The module ``name`` (dotted, under the package) names, or the nearest package above it."""
+    parts = name.split(".") if name else []
+    while parts and ".".join(parts) not in known:
+        parts.pop()
+    return ".".join(parts) if parts else "__init__"
+
+
+def imports(module: str, package: str, *, lazy: bool) -> set[str]:
+    """The modules of ``package`` that ``module`` imports (module level, or anywhere)."""
+    known = modules(package)
+    source = known[module]
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    nodes = list(ast.walk(tree)) if lazy else tree.body
+    # the package a relative import starts from: the module's own for an __init__
+    here = [] if module == "__init__" else module.split(".")
+    if source.name != "__init__.py":
+        here = here[:-1]
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {_resolve(a.name[len(package) + 1:], known) for a in node.names
+                      if a.name.startswith(f"{package}.")}
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = here[: len(here) - (node.level - 1)] if node.level - 1 <= len(here) else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+        elif node.module == package or (node.module or "").startswith(f"{package}."):
+            target = (node.module or "")[len(package) + 1:]
+        else:
+            continue
+        for alias in node.names:
+            found.add(_resolve(f"{target}.{alias.name}" if target else alias.name, known))
+    return {m for m in found if m is not None}
+
+
 def graph(package: str, *, lazy: bool) -> dict[str, set[str]]:
-    directory = PACKAGES[package]
-    modules = {p.stem for p in directory.glob("*.py")}
-    return {p.stem: (imports(p, package, lazy=lazy) & modules) - {p.stem} for p in directory.glob("*.py")}
+    return {name: imports(name, package, lazy=lazy) - {name} for name in modules(package)}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -91,7 +120,7 @@ def test_the_build_side_has_no_cycle_even_through_lazy_imports() -> None:
 
 
 def test_the_runtime_never_imports_the_packager() -> None:
-    for source in PACKAGES["triton_backend_runtime"].glob("*.py"):
+    for source in PACKAGES["triton_backend_runtime"].rglob("*.py"):
         tree = ast.parse(source.read_text(encoding="utf-8"))
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -100,13 +129,14 @@ def test_the_runtime_never_imports_the_packager() -> None:
 
 def test_the_packager_imports_only_what_the_runtime_declares() -> None:
     undeclared = []
-    for source in sorted(PACKAGES["backend_packager"].glob("*.py")):
+    for source in sorted(PACKAGES["backend_packager"].rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.ImportFrom) and node.module
                     and node.module.startswith("triton_backend_runtime.")):
                 continue
             declared = set(getattr(importlib.import_module(node.module), "__all__", ()))
-            undeclared += [f"{source.name}: {node.module}.{a.name}" for a in node.names if a.name not in declared]
+            undeclared += [f"{source.relative_to(ROOT)}: {node.module}.{a.name}"
+                           for a in node.names if a.name not in declared]
     assert undeclared == []
 
 
@@ -117,8 +147,9 @@ def test_py_typed(package: str) -> None:
 
 def test_every_module_is_in_the_architecture_document() -> None:
     text = (ROOT / "docs" / "development" / "architecture.md").read_text(encoding="utf-8")
-    missing = [f"{package}/{p.name}" for package, directory in PACKAGES.items()
-               for p in sorted(directory.glob("*.py")) if f"`{p.name}`" not in text]
+    missing = [f"{package}/{p.relative_to(directory)}" for package, directory in PACKAGES.items()
+               for p in sorted(directory.rglob("*.py"))
+               if f"`{p.name}`" not in text and f"`{p.relative_to(directory).as_posix()}`" not in text]
     assert missing == [], f"modules docs/development/architecture.md does not list: {missing}"
 
 
@@ -132,8 +163,8 @@ def _without_docstrings(tree: ast.AST) -> str:
 
 
 def test_the_init_template_builds_as_the_example_does() -> None:
-    """The rendered setup.py is the example's, but for docstrings and comments (the review
-    found the template without the example's -Wl,-soname)."""
+    """The rendered setup.py is the example's, but for docstrings and comments (a template
+    once lacked the example's -Wl,-soname)."""
     from backend_packager import scaffold
 
     rendered = scaffold.render(scaffold.Project("demo-triton-backend", "demo", "demo_backend"))["setup.py"]

@@ -12,43 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures, run_cli
-from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, pip_install, rezip
-
-DRIVER_C = """
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
-"""
-COMPILER_PY = "from triton.backends.compiler import BaseBackend\n\n\nclass {cls}Backend(BaseBackend):\n    pass\n"
-DRIVER_PY = "from triton.backends.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
-
-
-def _write_project(root: Path, name: str, package: str, plugin: Path, entry_point: str | None) -> Path:
-    """A legacy setuptools backend: compiler.py, driver.py, a C extension, a plugin .so."""
-    pkg = root / package.replace(".", "/")
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    cls = name.title().replace("-", "")
-    (pkg / "compiler.py").write_text(COMPILER_PY.format(cls=cls))
-    (pkg / "driver.py").write_text(DRIVER_PY.format(cls=cls))
-    (pkg / "_native.c").write_text(DRIVER_C)
-    (pkg / "lib").mkdir()
-    shutil.copy(plugin, pkg / "lib" / "libdemo_plugin.so")
-    eps = f'\n[project.entry-points."triton.backends"]\n{entry_point} = "{package}"\n' if entry_point else ""
-    (root / "pyproject.toml").write_text(
-        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        f'[project]\nname = "{name}"\nversion = "1.0"\nrequires-python = ">=3.10"\n'
-        f'dependencies = ["triton>=3.2"]\n{eps}\n'
-        f'[tool.setuptools]\npackages = ["{package}"]\n'
-        f'[tool.setuptools.package-data]\n"{package}" = ["lib/*.so"]\n'
-    )
-    (root / "setup.py").write_text(
-        "from setuptools import Extension, setup\n"
-        f"setup(ext_modules=[Extension('{package}._native', ['{package.replace('.', '/')}/_native.c'])])\n"
-    )
-    return root
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.projects import (
+    Keypair,
+    build_env,
+    built_wheel,
+    fresh_venv,
+    keygen,
+    pip_install,
+    rezip,
+    write_legacy_project,
+)
+from helpers.wheelcheck import assert_strict_zip, assert_vouches_for_every_file, entry_points_of
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +38,7 @@ def legacy(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> 
     }
     wheels = {}
     for key, (name, package, entry_point) in specs.items():
-        project = _write_project(base / key, name, package, elf_files.plugin_v2, entry_point)
+        project = write_legacy_project(base / key, name, package, elf_files.plugin_v2, entry_point)
         wheels[key] = built_wheel(project, base / f"{key}-dist", build_env(None))
     return wheels
 
@@ -82,12 +58,6 @@ def migrate(*args: str) -> subprocess.CompletedProcess[str]:
 
 def verify(wheel: Path, key: Keypair) -> subprocess.CompletedProcess[str]:
     return run_cli("verify", str(wheel), "--trust", str(key.public))
-
-
-def entry_points_of(wheel: Path) -> str:
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
-        return archive.read(name).decode()
 
 
 def test_declared_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
@@ -175,65 +145,6 @@ def test_same_wheel_twice_is_byte_identical(legacy: dict[str, Path], key: Keypai
     for run in ("one", "two"):
         assert migrate(str(src), "-o", str(tmp_path / run), "--key", str(key.private), "--jobs", "2").returncode == 0
     assert (tmp_path / "one" / src.name).read_bytes() == (tmp_path / "two" / src.name).read_bytes()
-
-
-def assert_strict_zip(wheel: Path) -> None:
-    """What strict installers check: local headers agree with the central directory (CRC,
-    sizes, name), no data descriptors, no extra fields in local headers, no duplicate names,
-    and nothing after the end-of-central-directory record."""
-    import struct
-
-    data = wheel.read_bytes()
-    assert data.rfind(b"PK\x05\x06") == len(data) - 22  # EOCD last, no comment, no trailing bytes
-    with zipfile.ZipFile(wheel) as archive:
-        infos = archive.infolist()
-        assert len({i.filename for i in infos}) == len(infos)
-        for info in infos:
-            fields = struct.unpack_from("<IHHHHHIIIHH", data, info.header_offset)
-            sig, _, flags, method, _, _, crc, csize, usize, nlen, xlen = fields
-            assert sig == 0x04034B50 and not flags & 0x8 and xlen == 0, info.filename
-            assert (method, crc, csize, usize) == (info.compress_type, info.CRC, info.compress_size, info.file_size)
-            name = data[info.header_offset + 30 : info.header_offset + 30 + nlen].decode()
-            assert name == info.filename
-
-
-#: Files installers write or rewrite, and the manifest itself: nothing can vouch for them.
-INSTALLER_WRITTEN = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "triton_backend.dsse.json"}
-
-
-def vouched_members(wheel: Path) -> dict[str, tuple[str, int, bool]]:
-    """Every file a coverage-"all" manifest must list, read with zipfile and hashlib (an
-    oracle independent of the packager): path -> (sha256, size, starts with the ELF magic)."""
-    out = {}
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            top, _, leaf = info.filename.partition("/")
-            if info.is_dir() or (top.endswith(".dist-info") and leaf in INSTALLER_WRITTEN):
-                continue
-            digest = hashlib.sha256()
-            with archive.open(info) as stream:
-                head = stream.read(4)
-                digest.update(head)
-                while chunk := stream.read(1 << 20):
-                    digest.update(chunk)
-            out[info.filename] = (digest.hexdigest(), info.file_size, head == b"\x7fELF")
-    return out
-
-
-def assert_vouches_for_every_file(wheel: Path) -> dict[str, Any]:
-    """The manifest (schema 1.1, coverage "all") lists exactly the wheel's files, each with
-    its sha256 and size, and ELF facts on native files only. Returns the manifest."""
-    inspected = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)["wheels"][0]
-    manifest: dict[str, Any] = inspected["manifest"]
-    assert (manifest["schema_version"], manifest["coverage"], inspected["coverage"]) == ("1.4", "all", "all")
-    listed = {a["path"]: a for a in manifest["artifacts"]}
-    members = vouched_members(wheel)
-    assert sorted(listed) == sorted(members)
-    for path, (digest, size, is_elf) in members.items():
-        assert (listed[path]["sha256"], listed[path]["size"]) == (digest, size), path
-        if listed[path]["elf"] is not None:
-            assert is_elf, path
-    return manifest
 
 
 @pytest.mark.parametrize("kind", ["with_ep", "no_ep", "dir_scan"])

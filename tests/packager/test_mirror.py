@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -16,76 +15,18 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from conftest import ElfFixtures, run_cli
+from helpers import index
+from helpers.cli import run_cli
+from helpers.index import index_files, run_mirror, sha, statuses
+from helpers.projects import fresh_venv, rezip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from projects import Keypair, build_env, built_wheel, fresh_venv, keygen, rezip
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 
 from backend_packager import mirror, mirrorindex, simpleindex
 
-PURE_PYPROJECT = """[build-system]
-requires = ["setuptools"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "plain-helper"
-version = "1.0"
-
-[tool.setuptools]
-packages = ["plain_helper"]
-"""
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory, elf_files: ElfFixtures) -> dict[str, Path]:
-    """A legacy backend wheel (entry point, C extension, plugin), a pure-Python wheel, and a
-    file named like a wheel that is not a zip."""
-    from test_migrate import _write_project
-
-    base = tmp_path_factory.mktemp("mirror-wheels")
-    backend = _write_project(base / "backend", "legacy-ep-backend", "legacy_ep_backend", elf_files.plugin_v2,
-                             "legacyep")
-    pure = base / "pure"
-    (pure / "plain_helper").mkdir(parents=True)
-    (pure / "plain_helper" / "__init__.py").write_text("VALUE = 1\n")
-    (pure / "pyproject.toml").write_text(PURE_PYPROJECT)
-    broken = base / "broken_backend-0.1-py3-none-any.whl"
-    broken.write_bytes(b"PK\x03\x04 this is not a complete zip file")
-    return {
-        "backend": built_wheel(backend, base / "backend-dist", build_env(None)),
-        "pure": built_wheel(pure, base / "pure-dist", build_env(None)),
-        "broken": broken,
-    }
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Keypair, Keypair]:
-    base = tmp_path_factory.mktemp("mirror-keys")
-    return keygen(base, "mirror-one"), keygen(base, "mirror-two")
-
-
-@pytest.fixture
-def src(tmp_path: Path, wheels: dict[str, Path]) -> Path:
-    d = tmp_path / "src"
-    d.mkdir()
-    for wheel in wheels.values():
-        shutil.copy2(wheel, d / wheel.name)
-    return d
-
-
-def run_mirror(src: Path | str, out: Path, key: Keypair, *extra: str) -> tuple[int, dict[str, Any], str]:
-    proc = run_cli("mirror", str(src), "-o", str(out), "--key", str(key.private), "--json", "--jobs", "2", *extra)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
-
-
-def statuses(doc: dict[str, Any]) -> dict[str, str]:
-    return {w["filename"]: w["status"] for w in doc["wheels"]}
-
-
-def sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+#: The mirror's source wheels (a legacy backend, a pure-Python wheel, a broken one), its keys, its source.
+wheels, keys, src = index.wheels, index.keys, index.src
 
 
 def mtimes(out: Path) -> dict[str, int]:
@@ -96,17 +37,6 @@ def mtimes(out: Path) -> dict[str, int]:
     found |= {f"simple/{p.relative_to(served)}": p.stat().st_mtime_ns for p in sorted(served.rglob("*"))
               if p.is_file()}
     return found
-
-
-def index_files(out: Path, project: str) -> dict[str, str]:
-    """filename -> sha256 from the PEP 691 page, checked against the PEP 503 page's anchors."""
-    doc = json.loads((out / "simple" / project / "index.json").read_text())
-    assert doc["meta"] == {"api-version": "1.0"} and doc["name"] == project
-    files = {f["filename"]: f["hashes"]["sha256"] for f in doc["files"]}
-    html = (out / "simple" / project / "index.html").read_text()
-    for name, digest in files.items():
-        assert f'href="{name}#sha256={digest}"' in html
-    return files
 
 
 def renamed(wheel: Path, version: str, out: Path) -> Path:
@@ -536,7 +466,7 @@ def test_real_mirror_pip_installs_and_doctor_verifies_under_strict(
 ) -> None:
     """pip resolves from the mirror alone (dependencies too), and after `trust add` of the
     mirror's key, doctor under strict shows every backend (and the plugin) verified."""
-    from triton_venv import Venv
+    from helpers.venv import Venv
 
     out, doc = real_mirror
     python = fresh_venv(tmp_path / "venv")

@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_mirror
-from projects import Keypair
-from test_mirror import index_files, rezip, run_mirror, sha, statuses
-from triton_venv import run_cli
+from helpers import index
+from helpers.cli import run_cli
+from helpers.index import index_files, run_mirror, sha, statuses
+from helpers.projects import Keypair, rezip
 
 from backend_packager import mirror, mirrorindex
 
-#: The wheels built for test_mirror (a legacy backend, a pure-Python wheel, a broken one), its keys, its source.
-wheels, keys, src = test_mirror.wheels, test_mirror.keys, test_mirror.src
-
+#: The mirror's source wheels (a legacy backend, a pure-Python wheel, a broken one), its keys, its source.
+wheels, keys, src = index.wheels, index.keys, index.src
 
 def served(out: Path) -> dict[str, str]:
     """filename -> sha256 of the index being served, checked complete: every project of the

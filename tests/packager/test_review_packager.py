@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
 from test_elf_pie import INTERP_PHDR, both_ways, crafted
 from test_scan_hash import expected
 from triton_backend_runtime import manifest as m
-from triton_venv import run_cli
 
 from backend_packager import artifacts, fsutil
 from backend_packager.artifacts import artifact_from_file
 from backend_packager.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 #: Far more than any run of these tests takes; only a hang (the bug) reaches it.
 HANG_GUARD_S = 120
 #: A sparse file no hash finishes while a test waits (about ten minutes of sha256).
@@ -344,8 +344,8 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
     """Another file renamed over the plugin's path while the child asks it (a new inode
     there): the sandbox mounts only the inode held on the file as hashed, and the swap is
     still seen after the call: nothing is signed."""
+    from helpers.adopted import key_file, plugpack
     from helpers.disttree import TrustEnv
-    from test_adopt import key_file, plugpack
     from triton_backend_runtime.layout import MANIFEST_FILENAME
 
     from backend_packager import adopt as adopt_module

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, keygen
-from runtime_wheels import backend_files, write_wheel
+from helpers.cli import run_cli
+from helpers.projects import Keypair, keygen
+from helpers.wheels import backend_files, write_wheel
 from triton_backend_runtime import manifest as m
 
 from backend_packager import assemble

@@ -8,9 +8,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures, patched_copy, run_cli
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures, patched_copy
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 
 
 def test_scan_directory_json(elf_files: ElfFixtures, tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def _stream_scan(path: Path, sparse: bool = True, capture: list[tuple[int, int]]
 
 
 def test_streamed_sparse_scan_equals_file_scan(elf_files: ElfFixtures, tmp_path: Path) -> None:
-    from conftest import CSRC, gcc
+    from helpers.csrc import CSRC, gcc
 
     from backend_packager.artifacts import artifact_from_file
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures
+from helpers.csrc import ElfFixtures
 
 from backend_packager import artifacts
 from backend_packager.artifacts import HASH_IN_CHILD, artifact_from_file

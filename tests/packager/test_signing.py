@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures
-from test_manifest_schema import sample
+from helpers.csrc import ElfFixtures
+from helpers.manifests import sample
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import SignatureError, TrustStoreError
 from triton_backend_runtime.statement import manifest_from_statement

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, keygen, rezip
-from test_migrate import assert_vouches_for_every_file, vouched_members
+from helpers.cli import run_cli
+from helpers.projects import Keypair, keygen, rezip
+from helpers.wheelcheck import assert_vouches_for_every_file, vouched_members
 from triton_backend_runtime import dsse
 from triton_backend_runtime.manifest import MANIFEST_FILENAME
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_cli
-from projects import Keypair, rezip
+from helpers.cli import run_cli
+from helpers.projects import Keypair, rezip
 
 HUGE = "1" + "0" * 5000
 

@@ -24,9 +24,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers.cli import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.triton_wheel
 
 #: What the packager installs besides itself: its imports, and what they depend on.

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from projects import Keypair, fresh_venv, keygen, pip_install
+from helpers.cli import run_cli
+from helpers.projects import Keypair, fresh_venv, keygen, pip_install
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -29,7 +29,7 @@ def migrated_triton(triton_wheel: Path, key: Keypair, tmp_path_factory: pytest.T
 
 
 def test_triton_verifies(migrated_triton: Path, key: Keypair) -> None:
-    from test_migrate import assert_strict_zip
+    from helpers.wheelcheck import assert_strict_zip
 
     proc = run_cli("verify", str(migrated_triton), "--trust", str(key.public))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -38,7 +38,7 @@ def test_triton_verifies(migrated_triton: Path, key: Keypair) -> None:
 
 
 def test_triton_manifest_vouches_for_every_file(migrated_triton: Path) -> None:
-    from test_migrate import assert_vouches_for_every_file
+    from helpers.wheelcheck import assert_vouches_for_every_file
 
     manifest = assert_vouches_for_every_file(migrated_triton)
     listed = {a["path"]: a for a in manifest["artifacts"]}
@@ -54,7 +54,7 @@ def test_triton_manifest_vouches_for_every_file(migrated_triton: Path) -> None:
 
 
 def test_edited_triton_source_fails(migrated_triton: Path, key: Keypair, tmp_path: Path) -> None:
-    from projects import rezip
+    from helpers.projects import rezip
 
     def edit(members: dict[str, bytes]) -> None:
         members["triton/backends/nvidia/compiler.py"] += b"\n# edited after signing\n"

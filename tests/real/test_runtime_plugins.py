@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures, run_cli
-from runtime_wheels import pip_install, write_wheel
-from triton_venv import Venv, cosigned_site, migrate
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.venv import Venv, cosigned_site, migrate
+from helpers.wheels import pip_install, write_wheel
 
 pytestmark = pytest.mark.triton_wheel
 

@@ -11,10 +11,12 @@ from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
-from conftest import ROOT, ElfFixtures, run_cli
-from runtime_wheels import backend_files, pip_install, resign, write_wheel
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.projects import ROOT
+from helpers.venv import PROBE, Venv, backend_rows, cosigned_site, migrate
+from helpers.wheels import backend_files, pip_install, resign, write_wheel
 from triton_backend_runtime.manifest import Manifest
-from triton_venv import PROBE, Venv, backend_rows, cosigned_site, migrate
 
 pytestmark = pytest.mark.triton_wheel
 

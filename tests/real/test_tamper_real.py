@@ -27,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, ElfFixtures, fetch_wheel, run_cli
-from runtime_wheels import pip_install
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.projects import ROOT
+from helpers.venv import Venv, migrate
+from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime import dsse
 from triton_backend_runtime.autohook import PTH_NAME
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 from triton_backend_runtime.statement import manifest_from_statement
-from triton_venv import Venv, migrate
 
 pytestmark = pytest.mark.triton_wheel
 

@@ -21,15 +21,14 @@ from pathlib import Path
 
 import pytest
 from helpers.projects import ROOT
-from helpers.wheels import fetch_wheel
-from helpers.wheels import pip_install
+from helpers.venv import Venv, make_venv, migrate
+from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime import dsse
 from triton_backend_runtime import hook as registry_hook
 from triton_backend_runtime.discovery import core_version, discover
 from triton_backend_runtime.layout import MANIFEST_FILENAME
 from triton_backend_runtime.registry import libtriton_path
 from triton_backend_runtime.statement import manifest_from_statement
-from helpers.venv import Venv, make_venv, migrate
 
 from backend_packager import signing
 

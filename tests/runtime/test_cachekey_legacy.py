@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, fetch_wheel, session_dir
-from runtime_wheels import pip_install
+from helpers.cli import run_cli
+from helpers.projects import ROOT
+from helpers.scratch import session_dir
+from helpers.venv import Venv, cosigned_site, make_venv, migrate
+from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime import compilekey
 from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, isolate, salt_backends
-from triton_venv import Venv, cosigned_site, make_venv, migrate, run_cli
 
 # -- without Triton ---------------------------------------------------------------------------
 

@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fetch_wheel
+from helpers.projects import Keypair, keygen
+from helpers.renamed import TOKENSPEED, backend, entry_points, migrate, renamed_core
+from helpers.wheels import fetch_wheel, pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from projects import Keypair, keygen
-from runtime_wheels import pip_install, write_wheel
-from test_migrate_renamed import TOKENSPEED, backend, entry_points, migrate, renamed_core
 from triton_backend_runtime import discovery
 from triton_backend_runtime.__main__ import UnusableInput, _package
 from triton_backend_runtime.hook import patch_source

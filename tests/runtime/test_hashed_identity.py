@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CSRC, gcc
+from helpers.csrc import CSRC, gcc
 from helpers.disttree import Dist, TrustEnv, write_dist
 from triton_backend_runtime import installed
 from triton_backend_runtime.installed import HashCache, hash_file

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures
+from helpers.csrc import ElfFixtures
 from helpers.disttree import TrustEnv, statement_of, write_dist
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime import schema, statement

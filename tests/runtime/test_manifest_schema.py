@@ -5,28 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ElfFixtures, run_cli
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures
+from helpers.manifests import sample
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.errors import ManifestError
-
-from backend_packager.artifacts import artifact_from_file
-
-
-def sample(elf_files: ElfFixtures) -> m.Manifest:
-    return m.Manifest(
-        schema_version=m.SCHEMA_VERSION,
-        name="demo-backend",
-        version="1.2.3",
-        tags=["cp311-cp311-manylinux_2_17_x86_64"],
-        protocol_version="1.0",
-        requirements=m.Requirements(triton=">=3.9,<3.10", python=">=3.10"),
-        backends=[m.Backend(name="demo", package="demo_backend", compiler="demo_backend.compiler:DemoBackend",
-                            driver="demo_backend.driver:DemoDriver", targets=["demo"])],
-        plugins=[m.Plugin(path="demo_backend/lib/libdemo_plugin.so", api="v2", name="demo")],
-        artifacts=[artifact_from_file(elf_files.plugin_v2, "demo_backend/lib/libdemo_plugin.so")],
-        build=m.Build(tool="backend-packager", tool_version="0.1.0", compiler=["GCC: 12"], source_date_epoch=0),
-        provenance=m.Provenance(kind="build", source=None, source_sha256=None),
-    )
 
 
 def test_round_trip_is_exact_and_deterministic(elf_files: ElfFixtures) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import CSRC, gcc
+from helpers.csrc import CSRC, gcc
 from helpers.disttree import Dist, Key, TrustEnv, make_key, write_dist, write_record
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.conflicts import Claim, resolve

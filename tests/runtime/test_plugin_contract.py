@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CSRC, ElfFixtures, gcc, patched_copy
+from helpers.cli import run_cli
+from helpers.csrc import ElfFixtures, Libs, patched_copy
 from helpers.disttree import Dist, TrustEnv, write_dist
+from helpers.wheels import backend_files, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runtime_wheels import backend_files, write_wheel
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, manifest_digest, plugin_keys
 from triton_backend_runtime.registry import Registry
-from triton_venv import run_cli
 
 from backend_packager import assemble, config, plugininfo
 from backend_packager.artifacts import artifact_from_file
@@ -38,23 +38,6 @@ from backend_packager.rewrite import rewrite_wheel
 
 PLUGIN = "contract_pkg/libcontract.so"
 LIBTRITON = "triton/_C/libtriton.so"
-
-
-class Libs:
-    """Plugins compiled on demand, one directory each, all linked against one stub libtriton."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        (root / "stub").mkdir(parents=True)
-        self.stub = gcc(root / "stub" / "libtriton.so", str(CSRC / "stub_libtriton.c"), "-Wl,-soname,libtriton.so")
-
-    def plugin(self, name: str, *defines: str, libtriton: bool = True) -> Path:
-        out = self.root / name / "libcontract.so"
-        if not out.exists():
-            out.parent.mkdir(parents=True)
-            link = [f"-L{self.stub.parent}", "-ltriton"] if libtriton else ["-DNO_LIBTRITON"]
-            gcc(out, str(CSRC / "contract_plugin.c"), *[f"-D{d}" for d in defines], *link)
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -479,7 +462,7 @@ def signed_plugin_wheel(venv: Any, so: Path, out: Path, version: str = "1.0", **
 @pytest.mark.triton_wheel
 def test_utlx_installed_beside_triton_390_is_refused_before_dlopen(venv: Any, tmp_path: Path) -> None:
     from _wheels import fetch_wheel
-    from runtime_wheels import pip_install
+    from helpers.wheels import pip_install
 
     site38 = tmp_path / "triton38"  # the build environment has triton 3.8.0
     _members(fetch_wheel("triton==3.8.0"), site38, [LIBTRITON, "triton/__init__.py"])
@@ -507,7 +490,7 @@ def test_utlx_installed_beside_triton_390_is_refused_before_dlopen(venv: Any, tm
 
 @pytest.mark.triton_wheel
 def test_a_required_plugin_that_is_excluded_stops_compilation(venv: Any, libs: Libs, tmp_path: Path) -> None:
-    from runtime_wheels import pip_install
+    from helpers.wheels import pip_install
 
     so = libs.plugin("venv-3.8", "TRITON_VERSION=\"3.8.0\"", libtriton=False)
     wheel = signed_plugin_wheel(venv, so, tmp_path, triton=">=3.8", **{"on-failure": "fail"})
@@ -525,7 +508,7 @@ def test_a_required_plugin_that_is_excluded_stops_compilation(venv: Any, libs: L
 
 @pytest.mark.triton_wheel
 def test_the_compile_cache_key_per_plugin(venv: Any, libs: Libs, tmp_path: Path) -> None:
-    from runtime_wheels import pip_install
+    from helpers.wheels import pip_install
 
     runs: list[str] = []
 
@@ -581,7 +564,6 @@ def test_phase_explicit_is_left_to_the_vendors_code(libs: Libs, env: TrustEnv, t
     (plugin,) = [p for p in reg.plugins if p.dist.name == "contract-plugin"]
     assert plugin.reason is None and plugin.handed_over.startswith("not loaded here: phase explicit")
     assert os.environ.get("TRITON_PLUGIN_PATHS", "") == ""
-
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),

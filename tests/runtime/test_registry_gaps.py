@@ -10,7 +10,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures
+from helpers.csrc import ElfFixtures
 from helpers.disttree import Dist, TrustEnv, stub_loader, write_dist, write_record
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime import registry

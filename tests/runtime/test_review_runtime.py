@@ -11,7 +11,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures
+from helpers.csrc import ElfFixtures
 from helpers.disttree import Dist, TrustEnv, write_dist, write_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

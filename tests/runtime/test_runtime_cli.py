@@ -23,7 +23,7 @@ from triton_backend_runtime import __version__
 
 from backend_packager import signing
 
-RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 PROG = "python -m triton_backend_runtime"
 
 

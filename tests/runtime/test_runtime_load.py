@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElfFixtures, gcc
+from helpers.csrc import ElfFixtures, gcc
 from helpers.disttree import (
     Dist,
     Loaded,

@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures, gcc
+from helpers.csrc import ElfFixtures, gcc
 from triton_backend_runtime import compilekey, discovery, dynsym, plugins, policy
 from triton_backend_runtime.errors import VerifyError
 from triton_backend_runtime.installed import HashCache
@@ -47,7 +47,7 @@ def test_dynsym_lookup_matches_nm(elf_files: ElfFixtures, tmp_path: Path) -> Non
     assert dynsym.missing_exports(str(elf_files.exports), probe) == ["hidden_helper", "no_such_symbol", "sqrt"]
     # without a GNU hash table the whole .dynsym is read: same answer
     plain = tmp_path / "libplain.so"
-    src = Path(__file__).parent / "csrc" / "exports.c"
+    src = Path(__file__).resolve().parents[1] / "csrc" / "exports.c"
     gcc(plain, str(src), "-Wl,--hash-style=sysv", "-lm", "-lpthread")
     assert dynsym.missing_exports(str(plain), probe) == ["hidden_helper", "no_such_symbol", "sqrt"]
     with pytest.raises(VerifyError, match="not an ELF64"):

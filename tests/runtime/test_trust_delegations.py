@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ElfFixtures
-from test_manifest_schema import sample
+from helpers.csrc import ElfFixtures
+from helpers.manifests import sample
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import TrustStoreError
 from triton_backend_runtime.statement import manifest_from_statement
@@ -31,7 +31,7 @@ from triton_backend_runtime.trust import (
 
 from backend_packager import signing
 
-RUNTIME = Path(__file__).resolve().parent.parent / "runtime"
+RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
 
 @dataclasses.dataclass

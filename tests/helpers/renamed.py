@@ -1,0 +1,61 @@
+"""Triton released under another package name (``tokenspeed_triton``, ``vendor_triton``):
+the files of a renamed core of the directory-scan era, of its backends, their entry points,
+and ``migrate --json`` on one such wheel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers.cli import run_cli
+from helpers.projects import Keypair
+
+#: A vendor release for TokenSpeed: package ``tokenspeed_triton``, group ``tokenspeed_triton.backends``.
+TOKENSPEED = "tokenspeed-triton==3.9.10.post20261028"
+
+
+BASE_COMPILER = "class BaseBackend:\n    pass\n"
+
+
+BASE_DRIVER = "class DriverBase:\n    pass\n"
+
+
+COMPILER = "from {base}.compiler import BaseBackend\n\n\nclass {cls}Backend(BaseBackend):\n    pass\n"
+
+
+DRIVER = "from {base}.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
+
+
+def backend(package: str, cls: str, base: str) -> dict[str, bytes]:
+    """compiler.py and driver.py of one backend package, subclassing ``base``'s classes."""
+    path = package.replace(".", "/")
+    return {
+        f"{path}/__init__.py": b"",
+        f"{path}/compiler.py": COMPILER.format(base=base, cls=cls).encode(),
+        f"{path}/driver.py": DRIVER.format(base=base, cls=cls).encode(),
+    }
+
+
+def renamed_core(package: str, *names: str) -> dict[str, bytes]:
+    """A renamed Triton of the directory-scan era: ``<package>/backends/<name>/`` per backend."""
+    files = {
+        f"{package}/__init__.py": b"__version__ = '3.3.0'\n",
+        f"{package}/backends/__init__.py": b"",
+        f"{package}/backends/compiler.py": BASE_COMPILER.encode(),
+        f"{package}/backends/driver.py": BASE_DRIVER.encode(),
+    }
+    for name in names:
+        files |= backend(f"{package}.backends.{name}", name.title(), f"{package}.backends")
+    return files
+
+
+def entry_points(dist_info: str, group: str, points: dict[str, str]) -> dict[str, bytes]:
+    lines = "".join(f"{name} = {value}\n" for name, value in points.items())
+    return {f"{dist_info}/entry_points.txt": f"[{group}]\n{lines}".encode()}
+
+
+def migrate(wheel: Path, out: Path, key: Keypair, *args: str) -> tuple[int, dict[str, Any]]:
+    proc = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--json", *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)["wheels"][0]
