@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .discovery import DEFAULT_PACKAGE, core_init
 from .errors import PolicyError, VerifyError
 from .verdict import Reason, reason_of
-from .verdictcache import identity
+from .verdictcache import identity, same_file
 from .vocab import OFF, STRICT, VERIFIED
 
 if TYPE_CHECKING:
@@ -162,9 +162,10 @@ def core_reason(registry: Any, init_path: str) -> Reason | None:
     triton = found.triton if found else None
     root = os.path.dirname(os.path.dirname(init_path))
     init = core_init(found.package if found else DEFAULT_PACKAGE)
-    if triton is None or not _same(triton.root, root):
+    if triton is None or not same_file(triton.root, root):
         # no RECORD claims it: a manifest in that sys.path entry that lists it (no I/O)
-        triton = next((d for d in _signed(registry) if _same(d.root, root) and _lists_core(registry, d, init)), None)
+        triton = next((d for d in _signed(registry) if same_file(d.root, root) and _lists_core(registry, d, init)),
+                      None)
     if triton is not None:
         return _owner_reason(registry, triton, init_path)
     # No installed distribution owns the file imported (it is not where an installer put
@@ -210,13 +211,6 @@ def _lists_core(registry: Any, dist: Any, init: str) -> bool:
     return verdict is not None and os.path.join(dist.root, *init.split("/")) in verdict.files
 
 
-def _same(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
 def _recorded(dist_info: str, init: str) -> bool:
     """Whether the installer's RECORD lists the core's ``__init__.py``: how the core's
     distribution is found when verification stopped before listing its files (a bad
@@ -228,4 +222,4 @@ def _recorded(dist_info: str, init: str) -> bool:
 
 
 def _holds(files: list[str], path: str) -> bool:
-    return path in files or any(_same(f, path) for f in files if os.path.basename(f) == "__init__.py")
+    return path in files or any(same_file(f, path) for f in files if os.path.basename(f) == "__init__.py")

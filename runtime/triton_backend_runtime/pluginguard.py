@@ -30,6 +30,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .verdict import Reason
+from .verdictcache import same_file
 from .vocab import EXCLUDED, FAILED, OFF, REJECTED, STRICT
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def refusal(path: str, registry: Registry) -> Reason | None:
 
     if registry.policy == OFF:
         return None
-    entry = next((p for p in registry.plugins if _same_file(p.file, path)), None)
+    entry = next((p for p in registry.plugins if same_file(p.file, path)), None)
     if entry is None:
         if registry.policy != STRICT:
             return None
@@ -137,12 +138,3 @@ def check_plugin_paths(registry: Registry) -> None:
     os.environ[PLUGIN_PATHS_ENV] = ":".join(p for p in paths if p not in gone)
     for path, reason in refused:
         emit(f"{PLUGIN_PATHS_ENV}: {path} taken out, not admitted: {reason.message} ({reason.code})")
-
-
-def _same_file(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False

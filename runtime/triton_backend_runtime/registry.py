@@ -32,7 +32,7 @@ from . import policy as pol
 from .discovery import DEFAULT_PACKAGE, Candidate, Discovery, Distribution, core_init, core_version, discover
 from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
 from .verdict import PluginTerms, Reason, Verdict, reason_of
-from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, stat_identity
+from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, same_file, stat_identity
 from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, VERIFIED, State, Trust
 
 Loader = Callable[[str, str], Any]
@@ -395,7 +395,7 @@ class Registry:
                 f"({describe(exc)}), so not whether it is the verified {expected}"
             ))
             return False
-        if found is not None and _same_dir(found, expected):
+        if found is not None and same_file(found, expected):
             return True
         entry.state = EXCLUDED
         entry.reason = reason_of(VerifyError(
@@ -558,13 +558,6 @@ def _find_spec(name: str, path: list[str] | None) -> Any:
         if spec is not None:
             return spec
     return None
-
-
-def _same_dir(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _repeats(items: list[str]) -> bool:

@@ -83,6 +83,22 @@ def stat_identity(path: str) -> list[object] | None:
         return None
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file or directory: the same device and inode, or, where
+    either cannot be stat-ed, the same path once symlinks are resolved. A path with a NUL
+    (which no file has) is only itself."""
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        pass
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
 def identity_text(path: str) -> str | None:
     """The identity of ``path`` as the cache stores it; None when it cannot be stat-ed."""
     try:
