@@ -74,7 +74,7 @@ from triton_backend_runtime.installed import (
     CHUNK,
     MAX_WALK_ENTRIES,
     Confinement,
-    open_regular,
+    open_installed,
     read_bounded,
     walk_files,
     wheel_path_parts,
@@ -446,7 +446,7 @@ def _open(full: str, confine: Confinement | None) -> tuple[int, os.stat_result]:
     try:
         if confine is not None:
             confine.check(full)
-        return open_regular(full)
+        return open_installed(full)
     except VerifyError as exc:
         detail = "listed in RECORD but not installed" if exc.code == "verify.missing" else exc.detail
         raise InstalledError(exc.code.split(".", 1)[1], full, detail) from None
@@ -715,7 +715,7 @@ def _libtriton_beside(installed: Installed) -> Path | None:
     full = os.path.join(installed.site, *plugininfo.LIBTRITON_MEMBER.split("/"))
     try:
         Confinement(installed.site).check(full)
-        fd, _ = open_regular(full)
+        fd, _ = open_installed(full)
     except VerifyError:
         return None
     os.close(fd)
@@ -837,7 +837,7 @@ def _add_member(archive: zipfile.ZipFile, item: Checked) -> None:
     info.external_attr = (stat.S_IFREG | (0o755 if item.mode & 0o111 else 0o644)) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     info.file_size = item.artifact.size
-    fd, _ = open_regular(item.full)
+    fd, _ = open_installed(item.full)
     digest = hashlib.sha256()
     with os.fdopen(fd, "rb") as source, archive.open(info, "w") as target:
         left = item.artifact.size

@@ -23,7 +23,7 @@ def open_input(path: Path) -> int:
     """A descriptor on ``path``, refused unless it is a regular file; never blocks (a FIFO
     given where a file belongs must not hang the command)."""
     try:
-        fd = regularfile.open_regular(path)
+        fd = regularfile.open_regular(path, follow_symlinks=True)
     except regularfile.RegularFileError as exc:
         raise _input_error(exc) from None
     os.set_blocking(fd, True)

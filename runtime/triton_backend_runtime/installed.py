@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .errors import VerifyError
+from .regularfile import RegularFileError, open_regular
 from .verdictcache import identity
 
 __all__ = [
     "CHUNK", "Confinement", "HashCache", "MAX_PATH_CHARS", "MAX_PATH_PARTS", "MAX_WALK_ENTRIES", "check_package_name",
-    "hash_file", "hash_workers", "installed_path", "open_regular", "read_bounded", "regular_stat", "sha256_fd",
+    "hash_file", "hash_workers", "installed_path", "open_installed", "read_bounded", "regular_stat", "sha256_fd",
     "walk_files", "wheel_path_parts",
 ]
 
@@ -42,7 +43,6 @@ MAX_PATH_CHARS = 1024
 MAX_PATH_PARTS = 32
 #: The most directory entries one distribution's package walk may visit.
 MAX_WALK_ENTRIES = 200_000
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -96,26 +96,33 @@ class Confinement:
             raise VerifyError("path", path, f"resolves outside the install root {self.root} (a symlink escapes it)")
 
 
-def open_regular(path: str) -> tuple[int, os.stat_result]:
-    """An open descriptor on a regular file, never following a final symlink, never blocking."""
+def open_installed(path: str) -> tuple[int, os.stat_result]:
+    """An open descriptor on an installed regular file and its stat: never following a final
+    symlink, never blocking (:func:`.regularfile.open_regular`), failures as ``verify.*``."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        raise VerifyError("missing", path, "listed in the manifest but not installed") from None
+        fd = open_regular(path, follow_symlinks=False)
+    except RegularFileError as exc:
+        raise _installed_error(exc) from None
+    try:
+        return fd, os.fstat(fd)
     except OSError as exc:
-        if os.path.islink(path):
-            raise VerifyError("not-regular", path, "is a symlink; an installed file is a regular file") from None
-        raise VerifyError("read", path, f"cannot open: {exc.strerror}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise VerifyError("not-regular", path, "is not a regular file (a FIFO, device or directory)")
-    return fd, st
+        raise VerifyError("read", path, f"cannot stat: {exc.strerror}") from None
+
+
+def _installed_error(exc: RegularFileError) -> VerifyError:
+    if exc.reason == "missing":
+        return VerifyError("missing", exc.path, "listed in the manifest but not installed")
+    if exc.reason == "symlink":
+        return VerifyError("not-regular", exc.path, "is a symlink; an installed file is a regular file")
+    if exc.reason == "not-a-file":
+        return VerifyError("not-regular", exc.path, "is not a regular file (a FIFO, device or directory)")
+    return VerifyError("read", exc.path, exc.detail)
 
 
 def read_bounded(path: str, limit: int) -> bytes:
     """A small file (a manifest) read whole, refused past ``limit`` bytes."""
-    fd, st = open_regular(path)
+    fd, st = open_installed(path)
     try:
         if st.st_size > limit:
             raise VerifyError("too-large", path, f"{st.st_size} bytes; the limit is {limit}")
@@ -163,7 +170,7 @@ def hash_file(path: str, size: int) -> tuple[list[object], str]:
     file of another size is not read at all: "" then). The identity is the descriptor's,
     taken before and after the bytes are read: a file written meanwhile is ``verify.changed``,
     so a digest is only ever paired with the identity of the bytes it describes."""
-    fd, st = open_regular(path)
+    fd, st = open_installed(path)
     try:
         before = identity(st)
         if st.st_size != size:

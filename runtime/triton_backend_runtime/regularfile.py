@@ -10,12 +10,13 @@ The rule, the same for every caller:
   a check and the open);
 * read no further than a bound.
 
-Symbolic links are followed, as every reader this replaces did: a site-packages, a key file
-or a trust directory entry may legitimately be a link. Readers that must not follow one
-(verified artifacts, the compiled bytecode) open with ``O_NOFOLLOW`` themselves.
+Whether a final symbolic link is followed is the caller's contract, stated at each call
+(:func:`open_regular`'s ``follow_symlinks``): a site-packages, a key file or a trust directory
+entry may legitimately be a link (followed, as :func:`read_regular` does); an installed file a
+manifest vouches for may not (``installed.open_installed``: a link is ``symlink``, never read).
 
 Every failure is one :class:`RegularFileError` with the path, a reason (``missing``,
-``not-a-file``, ``unreadable``, ``too-big``) and the OSError behind it, if any; each caller
+``not-a-file``, ``symlink``, ``unreadable``, ``too-big``) and the OSError behind it, if any; each caller
 maps it as it reports: the packager to ``input.*``, discovery to "no such file", the
 runtime CLI to its one-line error.
 """
@@ -38,8 +39,8 @@ _PIECE = 1 << 20
 class RegularFileError(TrustError):
     """A path that is not a readable regular file within the bound.
 
-    ``reason`` is the code without its prefix (``missing``, ``not-a-file``, ``unreadable``,
-    ``too-big``), for callers that map it into their own family; ``cause`` is the OSError."""
+    ``reason`` is the code without its prefix (``missing``, ``not-a-file``, ``symlink``,
+    ``unreadable``, ``too-big``), for callers that map it into their own family; ``cause`` is the OSError."""
 
     code_prefix = "input"
 
@@ -49,12 +50,15 @@ class RegularFileError(TrustError):
         self.cause = cause
 
 
-def open_regular(path: str | os.PathLike[str]) -> int:
-    """A descriptor on ``path``, a regular file (links followed); never blocks."""
+def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool) -> int:
+    """A descriptor on ``path``, a regular file; never blocks. A final symbolic link is
+    followed only with ``follow_symlinks``, else refused (``symlink``) without being read."""
     where = os.fspath(path)
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, _FLAGS if follow_symlinks else _FLAGS | os.O_NOFOLLOW)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise RegularFileError("symlink", where, "is a symbolic link; only a regular file is read", exc) from None
         reason = "missing" if exc.errno == errno.ENOENT else "unreadable"
         raise RegularFileError(reason, where, f"cannot open: {exc.strerror or exc}", exc) from None
     except ValueError:  # an embedded NUL: no file has that name
@@ -73,7 +77,7 @@ def open_regular(path: str | os.PathLike[str]) -> int:
 def read_regular(path: str | os.PathLike[str], limit: int, *, truncate: bool = False) -> bytes:
     """The bytes of the regular file ``path``: all of them, refused (``too-big``) when there
     are more than ``limit``; with ``truncate``, its first ``limit`` bytes whatever its size."""
-    fd = open_regular(path)
+    fd = open_regular(path, follow_symlinks=True)
     try:
         data = _read_upto(fd, limit if truncate else limit + 1)
     except OSError as exc:

@@ -50,7 +50,7 @@ def test_a_link_to_a_regular_file_is_followed_and_the_bound_holds(tmp_path: Path
     assert read_regular(tmp_path / "link.pub", 10, truncate=True) == b"k" * 10
     with pytest.raises(RegularFileError, match="over 99 bytes"):
         read_regular(tmp_path / "key.pub", 99)
-    fd = open_regular(tmp_path / "link.pub")
+    fd = open_regular(tmp_path / "link.pub", follow_symlinks=True)
     try:
         assert os.read(fd, 3) == b"kkk"
     finally:
@@ -78,3 +78,15 @@ def test_the_packager_maps_each_to_input_codes(tmp_path: Path, kind: str) -> Non
     assert caught.value.code == f"input.{expected}"
     if kind == "too-big":
         assert caught.value.detail == "over 100 bytes: not a key file"
+
+
+def test_without_follow_symlinks_a_link_is_refused_unread(tmp_path: Path) -> None:
+    (tmp_path / "key.pub").write_bytes(b"k")
+    (tmp_path / "link.pub").symlink_to("key.pub")
+    (tmp_path / "dangling.pub").symlink_to("gone")
+    for name in ("link.pub", "dangling.pub"):
+        with pytest.raises(RegularFileError) as caught:
+            open_regular(tmp_path / name, follow_symlinks=False)
+        assert caught.value.code == "input.symlink"
+    fd = open_regular(tmp_path / "key.pub", follow_symlinks=False)
+    os.close(fd)
