@@ -2,7 +2,7 @@
 
     python tests/run_fuzz.py --seconds 600 [--examples 200]
 
-Each round runs the hypothesis fuzz files (the packager's command line on crafted wheels and
+Each round runs the hypothesis fuzz files of ``tests/fuzz`` (the packager's command line on crafted wheels and
 manifests, the ELF scanner on crafted tables, the runtime on hostile installs, the runtime's
 command line on hostile trust files and environments) with a new
 seed and ``FUZZ_EXAMPLES`` examples per target. The report: rounds, command-line runs on
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = ["tests/test_packager_fuzz.py", "tests/test_elf_fuzz.py", "tests/test_runtime_fuzz.py",
-           "tests/test_runtime_cli_fuzz.py", "tests/fuzz/test_simpleindex_fuzz.py"]
+#: Every module of tests/fuzz (searched recursively, so that a new target is never left out).
+TARGETS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "fuzz").rglob("test_*.py"))
 SLOW_SECONDS = 10.0
 
 
