@@ -10,6 +10,7 @@ strict). The ``triton_wheel`` test adopts a real triton 3.9.0 installed in a ven
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -572,3 +573,47 @@ def _adopt_real(site: Path, key: Path) -> tuple[int, dict[str, Any]]:
     done = run_cli("adopt", "triton", "--site-packages", str(site), "--key", str(key), "--json")
     return done.returncode, json.loads(done.stdout)
 
+
+# -- adopt: a FIFO for site-packages, a plugin swapped while it is asked -------------------
+
+
+def test_adopt_with_a_fifo_for_site_packages_is_one_line(tmp_path: Path, elf_files: ElfFixtures) -> None:
+    fifo = tmp_path / "site"
+    os.mkfifo(fifo)
+    proc = run_cli("adopt", "triton", "--site-packages", str(fifo), "--key", str(tmp_path / "nokey.pem"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "input." in proc.stderr
+
+
+def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files: ElfFixtures, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another file renamed over the plugin's path while the child asks it (a new inode
+    there): the sandbox mounts only the inode held on the file as hashed, and the swap is
+    still seen after the call: nothing is signed."""
+    from helpers.adopted import key_file, plugpack
+    from helpers.disttree import TrustEnv
+    from triton_backend_runtime.layout import MANIFEST_FILENAME
+
+    from backend_packager import adopt as adopt_module
+    from backend_packager import plugininfo, signing
+
+    trust = TrustEnv.make(tmp_path / "trust-env", monkeypatch)
+    _, site = plugpack(elf_files, tmp_path)
+    plugin = site / "plugpack" / "libshared.so"
+    hashed = hashlib.sha256(plugin.read_bytes()).hexdigest()
+    real = plugininfo._call_sandboxed
+
+    def swap_first(*args: Any, **kwargs: Any) -> Any:
+        if args[0].name == plugin.name:
+            other = plugin.with_name("swap.tmp")
+            shutil.copyfile(elf_files.exports, other)  # a library that is no plugin at all
+            os.replace(other, plugin)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plugininfo, "_call_sandboxed", swap_first)
+    outcome = adopt_module.adopt(site, "plugpack", signing.load(key_file(trust)), capture="sandbox")
+    # The held inode lost its name (its link count, so its ctime, changed): refused, unsigned.
+    assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
+    assert "while its plugin was being asked" in outcome.error.detail
+    assert not (site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).exists()
+    assert hashlib.sha256(plugin.read_bytes()).hexdigest() != hashed

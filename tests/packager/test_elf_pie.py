@@ -262,3 +262,72 @@ def test_reference_lists_every_elf_cap() -> None:
         number, unit = re.fullmatch(r"(?:about )?([\d,]+)(?: (MiB|KiB|bytes))?(?: each)?", rows[name].strip()).groups()
         shown = int(number.replace(",", "")) * units.get(unit or "bytes", 1)
         assert shown == value or (rows[name].startswith("about") and abs(shown - value) < 1 << 20), (name, value)
+
+
+# -- crafted PT_INTERP: two, overflowing, without section headers --------------------------
+
+
+def test_the_first_of_two_interpreters_rules(tmp_path: Path) -> None:
+    """As Linux's binfmt_elf: the first PT_INTERP is the one; a bad second is not read."""
+    data = bytearray(crafted(b"/opt/ld.so"))
+    interp = bytes(data[INTERP_PHDR : INTERP_PHDR + 56])
+    data[64:120] = interp  # the PT_LOAD before it becomes a second, identical PT_INTERP ...
+    info = both_ways(bytes(data), tmp_path)
+    assert isinstance(info, m.ElfInfo) and info.interpreter == "/opt/ld.so"
+    data[INTERP_PHDR + 32 : INTERP_PHDR + 40] = (1).to_bytes(8, "little")  # ... the second now bad
+    info = both_ways(bytes(data), tmp_path)
+    assert isinstance(info, m.ElfInfo) and info.interpreter == "/opt/ld.so"
+    data[64 + 32 : 64 + 40] = (1).to_bytes(8, "little")  # the first bad: refused
+    assert both_ways(bytes(data), tmp_path) == "elf.corrupt"
+
+
+def test_offset_and_size_overflowing_64_bits(tmp_path: Path) -> None:
+    assert both_ways(crafted(b"/opt/ld.so", offset=(1 << 64) - 2, size=16), tmp_path) == "elf.truncated"
+
+
+def test_an_interpreter_without_section_headers(tmp_path: Path) -> None:
+    """No section headers (e_shoff, e_shnum, e_shstrndx zero) and no dynamic segment: the
+    interpreter still read, the same both ways (with PT_DYNAMIC it is refused: below)."""
+    data = bytearray(crafted(b"/opt/ld.so"))
+    data[40:48] = bytes(8)  # e_shoff
+    data[60:64] = bytes(4)  # e_shnum, e_shstrndx
+    info = both_ways(bytes(data), tmp_path)
+    assert isinstance(info, m.ElfInfo) and info.interpreter == "/opt/ld.so"
+
+
+def test_a_library_without_section_headers_is_refused(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    """sstrip-style: the section headers gone, the library still loads (dlopen reads only
+    PT_DYNAMIC), needing libm and exporting symbols. Recorded it would say "needs nothing,
+    exports nothing, complete"; it is refused, both ways, and by the CLI."""
+    import ctypes
+
+    data = bytearray(elf_files.exports.read_bytes())
+    data[40:48] = bytes(8)  # e_shoff
+    data[60:64] = bytes(4)  # e_shnum, e_shstrndx
+    path = tmp_path / "libnosections.so"
+    path.write_bytes(data)
+    ctypes.CDLL(str(path))  # the loader takes it
+    assert both_ways(bytes(data), tmp_path) == "elf.corrupt"
+    proc = run_cli("scan", "--json", str(path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert [e["code"] for e in errors] == ["elf.corrupt"] and "PT_DYNAMIC" in errors[0]["message"]
+
+
+def test_a_dynamic_section_elsewhere_than_the_segment_is_refused(elf_files: ElfFixtures, tmp_path: Path) -> None:
+    """Section headers that lie: .dynamic moved 16 bytes on (its DT_NEEDED then not the
+    loader's). Refused, both ways."""
+    import struct
+
+    data = bytearray(elf_files.exports.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shnum, = struct.unpack_from("<H", data, 60)
+    for i in range(shnum):
+        at = shoff + 64 * i
+        if struct.unpack_from("<I", data, at + 4)[0] == 6:  # SHT_DYNAMIC
+            offset, = struct.unpack_from("<Q", data, at + 24)
+            struct.pack_into("<Q", data, at + 24, offset + 16)
+            break
+    else:
+        raise AssertionError("no .dynamic section")
+    assert both_ways(bytes(data), tmp_path) == "elf.corrupt"
