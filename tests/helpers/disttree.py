@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +26,7 @@ from triton_backend_runtime import discovery, dsse
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.installed import HashCache
 from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.registry import Registry
+from triton_backend_runtime.registry import Entry, Registry
 from triton_backend_runtime.statement import statement_bytes
 from triton_backend_runtime.trust import load_trust_store
 from triton_backend_runtime.verdict import Verdict
@@ -289,3 +289,27 @@ def import_loader(name: str, package: str) -> Any:
     import importlib
 
     return importlib.import_module(f"{package}.compiler")
+
+
+@pytest.fixture(autouse=True)
+def no_triton_imported(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Trees found by the finders, not through a ``triton`` already imported; what a test
+    imports from its tree is forgotten after it. A module takes it by assignment
+    (``_no_triton_imported = disttree.no_triton_imported``): autouse there."""
+    for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
+        monkeypatch.delitem(sys.modules, name)
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name == "triton" or name.startswith("triton."):
+            sys.modules.pop(name, None)
+
+
+def entry(reg: Registry, name: str) -> Entry:
+    """The one entry of the registry named ``name``."""
+    (found,) = [e for e in reg.entries if e.name == name]
+    return found
+
+
+def code_of(item: Entry) -> str | None:
+    return item.reason.code if item.reason else None

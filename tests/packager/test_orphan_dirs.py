@@ -46,11 +46,3 @@ def test_sweep_removes_only_ours(tmp_path: Path) -> None:
     assert live.is_dir() and huge.is_dir()
     assert foreign.is_dir() == (os.getuid() == 0)
     shutil.rmtree(root)
-
-
-# -- 4. the CLI -------------------------------------------------------------------------------
-
-
-# -- 3. adopt: plugins called from the installed files, held to the file as hashed -------------
-
-

@@ -256,3 +256,61 @@ def test_the_gpu_check_script_on_the_cpu(legacy: Legacy) -> None:
     runs = report["runs"]
     assert runs["demo-1.0"]["demo"] == [["verified", "loaded"]]
     assert len({runs[name]["kernel"] for name in ("off", "demo-1.0", "demo-1.1")}) == 3
+
+
+# -- the salting of a compiler's hash(), as an attacker shapes the classes -----------------
+
+
+def test_a_subclass_salted_after_its_base_carries_the_digest_once() -> None:
+    """Two backends whose compiler classes inherit one ``hash()``: the key holds the digest
+    once whichever is salted first (the table's order must not change the key)."""
+
+    class Base:
+        def hash(self) -> str:
+            return "base"
+
+    class Child(Base):
+        pass
+
+    assert compilekey.salt_backends({"a": type("B", (), {"compiler": Base}),
+                                     "b": type("B", (), {"compiler": Child})}, "d1") == []
+    assert Child().hash() == Base().hash() == "base-backend-manifests-d1"
+    compilekey.salt_backends({"a": type("B", (), {"compiler": Base})}, "d2")
+    assert Base().hash() == "base-backend-manifests-d2"
+
+
+def test_a_class_that_drops_the_new_hash_silently_is_named() -> None:
+    """A metaclass whose ``__setattr__`` ignores the assignment raises nothing: the class is
+    still reported as one whose key the manifests do not reach (the registry warns)."""
+
+    class Deaf(type):
+        def __setattr__(cls, name: str, value: object) -> None:
+            pass
+
+    class Compiler(metaclass=Deaf):
+        def hash(self) -> str:
+            return "raw"
+
+    class Plain:
+        def hash(self) -> str:
+            return "plain"
+
+    assert compilekey.salt_backends({"deaf": type("B", (), {"compiler": Compiler}),
+                                     "plain": type("B", (), {"compiler": Plain})}, "d") == ["deaf"]
+    assert Compiler().hash() == "raw" and Plain().hash() == "plain-backend-manifests-d"
+
+
+def test_a_hook_call_in_a_comment_or_string_does_not_skip_the_salting(tmp_path: Path) -> None:
+    """Only a call of the hook in code is one ``compile()`` makes: mentioned in a comment (a
+    fork's note, a 3.6 compiler.py documenting 3.7), the ``hash()`` salting stays."""
+    compiler = tmp_path / "triton" / "compiler"
+    compiler.mkdir(parents=True)
+    (compiler / "compiler.py").write_text(
+        "# 3.7 calls knobs.runtime.add_stages_inspection_hook() here\n"
+        "def compile(src):\n    hook = knobs.runtime.add_stages_inspection_hook\n"
+        "    if hook is not None:\n        hook(src, stages)\n")
+    assert compilekey.compile_reads_hook(str(tmp_path / "triton")) is False
+    (compiler / "compiler.py").write_text(
+        "def compile(src):\n    if knobs.runtime.add_stages_inspection_hook is not None:\n"
+        "        key, h = knobs.runtime.add_stages_inspection_hook()\n")
+    assert compilekey.compile_reads_hook(str(tmp_path / "triton")) is True

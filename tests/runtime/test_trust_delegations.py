@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.csrc import ElfFixtures
+from helpers.disttree import TrustEnv, entry, write_dist
 from helpers.manifests import sample
 from triton_backend_runtime import dsse
 from triton_backend_runtime.errors import TrustStoreError
@@ -408,3 +409,22 @@ def test_floor_holds_for_a_release_without_a_manifest(place: Place, tmp_path: Pa
     (place.extra / "min-versions").write_text("demo-backend 1.1\n")
     entry = legacy_entry()
     assert (entry.trust, entry.reason.code if entry.reason else None) == ("rejected", "trust.rollback")
+
+
+# -- trust files linked to /proc and /dev --------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/proc/self/mem", "/proc/kmsg", "/proc/self/pagemap", "/dev/zero", "/proc/self"])
+def test_a_trust_file_linked_to_proc_or_dev_is_a_reason_not_a_hang(env: TrustEnv, site: Path, target: str) -> None:
+    """Opened without blocking (``/proc/kmsg`` waits for kernel messages), read within the
+    bound (``/proc/self/pagemap`` is a "regular" file of size 0 with gigabytes in it): the
+    trust file is one problem with a code, the trusted key beside it still verifies."""
+    if not os.path.exists(target):
+        pytest.skip(f"{target} is not on this machine")
+    write_dist(site).sign(env.key)
+    (env.trust / "linked.pub").symlink_to(target)
+    reg = env.registry(site, policy="warn")
+    demo = entry(reg, "demo")
+    expected = "trust.key-format" if target == "/proc/self/pagemap" else "trust.read"  # read, bounded: not a key
+    assert [(p.code, p.path.split(".pub")[0]) for p in reg.problems] == [(expected, str(env.trust / "linked"))]
+    assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)

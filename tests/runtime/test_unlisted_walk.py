@@ -1,23 +1,24 @@
-"""A review of the runtime's newest pieces, as an attacker: the unlisted-code walk confined to a
-distribution's own directories, the verdict cache's format 3, the legacy salting of a backend
-compiler's ``hash()``. Dist-info trees in ``tmp_path`` with real signed manifests
-(:mod:`helpers.disttree`); each test names the promise it holds to."""
+"""The unlisted-code walk, as an attacker shapes a site: code dropped into a distribution's own
+directories is caught (a module shadowing a listed one, an ``__init__.py`` above it, a library
+beside a plugin), another distribution's files are not the walked one's, a hostile RECORD
+claim neither blocks nor narrows the walk, and a backend installed inside another
+distribution's package (Triton's) is walked in its own directories only. Dist-info trees in
+``tmp_path`` with real signed manifests (:mod:`helpers.disttree`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sysconfig
 from pathlib import Path
 
 import pytest
+from helpers import disttree
 from helpers.csrc import ElfFixtures
-from helpers.disttree import Dist, TrustEnv, write_dist, write_record
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_registry_gaps import _no_triton_imported, entry  # noqa: F401  (an autouse fixture shared with the registry gap tests)
-from triton_backend_runtime import compilekey
+from helpers.disttree import Dist, TrustEnv, entry, write_dist, write_record
 from triton_backend_runtime.registry import Registry
+
+#: Trees found by the finders; what a test imports from its tree is forgotten after it.
+_no_triton_imported = disttree.no_triton_imported
 
 
 def rejected_for(reg: Registry, dist: Dist, path: Path) -> None:
@@ -27,7 +28,7 @@ def rejected_for(reg: Registry, dist: Dist, path: Path) -> None:
     assert (verdict.problem.code, verdict.problem.path) == ("verify.unlisted", str(path))
 
 
-# -- 1. the walk confined to the distribution's own directories --------------------------------
+# -- the walk confined to the distribution's own directories ------------------------------------
 
 EXT = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
@@ -189,111 +190,6 @@ def test_a_claiming_record_that_is_a_fifo_or_a_directory_does_not_block_or_narro
     assert verdict.problem is not None and verdict.problem.code == "verify.unlisted"
 
 
-# -- 2. the verdict cache, format 3: hostile shapes are a miss ---------------------------------
-
-
-@pytest.fixture()
-def warm(env: TrustEnv, site: Path) -> tuple[TrustEnv, Path, dict[str, object]]:
-    write_dist(site).sign(env.key)
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    doc = json.loads(env.cache_file().read_bytes())
-    assert doc["format"] == 3
-    return env, site, doc
-
-
-identity_text = st.one_of(
-    st.text(max_size=40), st.text(alphabet="0123456789:", max_size=80),
-    st.builds(lambda n: "9" * n, st.integers(20, 5000)), st.builds(lambda n: ":" * n, st.integers(0, 10)),
-)
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_format_3_identities_and_hashes_of_any_shape_are_a_miss(warm: tuple[TrustEnv, Path, dict[str, object]],
-                                                                data: st.DataObject) -> None:
-    """Identity strings with non-digit parts, huge numbers, a list of another length than the
-    verdict's files, hash strings of any text: never a crash, never a dropped backend."""
-    env, site, doc = warm
-    doc = json.loads(json.dumps(doc))
-    (item,) = doc["verdicts"].values()
-    identities = item["identities"]
-    how = data.draw(st.sampled_from(["edit", "longer", "shorter", "hashes"]))
-    if how == "edit":
-        identities[data.draw(st.integers(0, len(identities) - 1))] = data.draw(identity_text)
-    elif how == "longer":
-        identities.extend(data.draw(st.lists(st.none() | identity_text, min_size=1, max_size=3)))
-    elif how == "shorter":
-        del identities[data.draw(st.integers(0, len(identities) - 1))]
-    else:
-        hashes = doc["hashes"]
-        for path in list(hashes)[: data.draw(st.integers(1, 3))]:
-            hashes[path] = data.draw(identity_text)
-    env.cache_file().write_text(json.dumps(doc))
-    os.chmod(env.cache_file(), 0o600)
-    reg = env.registry(site, policy="strict")
-    demo = entry(reg, "demo")
-    assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
-    assert reg.problems == [] and all(n.code.startswith("cache.") for n in reg.notes)
-
-
-# -- 3. the legacy salting of a compiler's hash() -----------------------------------------------
-
-
-def test_a_subclass_salted_after_its_base_carries_the_digest_once() -> None:
-    """Two backends whose compiler classes inherit one ``hash()``: the key holds the digest
-    once whichever is salted first (the table's order must not change the key)."""
-
-    class Base:
-        def hash(self) -> str:
-            return "base"
-
-    class Child(Base):
-        pass
-
-    assert compilekey.salt_backends({"a": type("B", (), {"compiler": Base}),
-                                     "b": type("B", (), {"compiler": Child})}, "d1") == []
-    assert Child().hash() == Base().hash() == "base-backend-manifests-d1"
-    compilekey.salt_backends({"a": type("B", (), {"compiler": Base})}, "d2")
-    assert Base().hash() == "base-backend-manifests-d2"
-
-
-def test_a_class_that_drops_the_new_hash_silently_is_named() -> None:
-    """A metaclass whose ``__setattr__`` ignores the assignment raises nothing: the class is
-    still reported as one whose key the manifests do not reach (the registry warns)."""
-
-    class Deaf(type):
-        def __setattr__(cls, name: str, value: object) -> None:
-            pass
-
-    class Compiler(metaclass=Deaf):
-        def hash(self) -> str:
-            return "raw"
-
-    class Plain:
-        def hash(self) -> str:
-            return "plain"
-
-    assert compilekey.salt_backends({"deaf": type("B", (), {"compiler": Compiler}),
-                                     "plain": type("B", (), {"compiler": Plain})}, "d") == ["deaf"]
-    assert Compiler().hash() == "raw" and Plain().hash() == "plain-backend-manifests-d"
-
-
-def test_a_hook_call_in_a_comment_or_string_does_not_skip_the_salting(tmp_path: Path) -> None:
-    """Only a call of the hook in code is one ``compile()`` makes: mentioned in a comment (a
-    fork's note, a 3.6 compiler.py documenting 3.7), the ``hash()`` salting stays."""
-    compiler = tmp_path / "triton" / "compiler"
-    compiler.mkdir(parents=True)
-    (compiler / "compiler.py").write_text(
-        "# 3.7 calls knobs.runtime.add_stages_inspection_hook() here\n"
-        "def compile(src):\n    hook = knobs.runtime.add_stages_inspection_hook\n"
-        "    if hook is not None:\n        hook(src, stages)\n")
-    assert compilekey.compile_reads_hook(str(tmp_path / "triton")) is False
-    (compiler / "compiler.py").write_text(
-        "def compile(src):\n    if knobs.runtime.add_stages_inspection_hook is not None:\n"
-        "        key, h = knobs.runtime.add_stages_inspection_hook()\n")
-    assert compilekey.compile_reads_hook(str(tmp_path / "triton")) is True
-
-
 def test_record_helper_matches_what_an_installer_writes(site: Path) -> None:
     """The hostile claim above is a real PEP 376 row: the same one write_record makes."""
     dist = write_dist(site, "x", backends={}, files={"x/__init__.py": b"A = 1\n"})
@@ -303,20 +199,81 @@ def test_record_helper_matches_what_an_installer_writes(site: Path) -> None:
     assert row in (dist.dist_info / "RECORD").read_text().splitlines()
 
 
-# -- 4. files of /proc and /dev where small files belong ---------------------------------------
+# -- a backend installed inside another distribution's package -----------------------------
 
 
-@pytest.mark.parametrize("target", ["/proc/self/mem", "/proc/kmsg", "/proc/self/pagemap", "/dev/zero", "/proc/self"])
-def test_a_trust_file_linked_to_proc_or_dev_is_a_reason_not_a_hang(env: TrustEnv, site: Path, target: str) -> None:
-    """Opened without blocking (``/proc/kmsg`` waits for kernel messages), read within the
-    bound (``/proc/self/pagemap`` is a "regular" file of size 0 with gigabytes in it): the
-    trust file is one problem with a code, the trusted key beside it still verifies."""
-    if not os.path.exists(target):
-        pytest.skip(f"{target} is not on this machine")
-    write_dist(site).sign(env.key)
-    (env.trust / "linked.pub").symlink_to(target)
-    reg = env.registry(site, policy="warn")
-    demo = entry(reg, "demo")
-    expected = "trust.key-format" if target == "/proc/self/pagemap" else "trust.read"  # read, bounded: not a key
-    assert [(p.code, p.path.split(".pub")[0]) for p in reg.problems] == [(expected, str(env.trust / "linked"))]
-    assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
+def _triton_with_a_backend_inside(site: Path, env: TrustEnv) -> tuple[Dist, Dist]:
+    """A Triton (RECORD only, as pip leaves it) and a fork's backend installed into its
+    ``triton/backends/foo/``, signed: its manifest lists its own files only."""
+    triton = write_dist(site, "triton", "3.9.0", backends={}, files={
+        "triton/__init__.py": b"__version__ = '3.9.0'\n",
+        "triton/backends/__init__.py": b"",
+        "triton/language/core.py": b"def f():\n    pass\n",
+        "triton/_C/libtriton.so": b"\x7fELF not really\n",
+    })
+    write_record(triton)
+    foo = write_dist(site, "foo-backend", backends={"foo": "triton.backends.foo"}, files={
+        "triton/backends/foo/lib/helper.py": b"X = 1\n",
+    })
+    own = [p for p in foo.wheel_paths() if p.startswith(("triton/backends/foo/", foo.dist_info.name + "/"))]
+    foo.seal(foo.describe(own), env.key)
+    write_record(foo)
+    return triton, foo
+
+
+def test_backend_inside_triton_does_not_list_tritons_files(env: TrustEnv, site: Path) -> None:
+    _triton_with_a_backend_inside(site, env)
+    reg = env.registry(site, policy="strict")
+    foo = entry(reg, "foo")
+    assert (foo.trust, foo.state, foo.reason) == ("verified", "loaded", None)
+    files = next(v for k, v in reg.verdicts.items() if "foo_backend" in k).files
+    assert str(site / "triton" / "language") not in files  # Triton's directories are not walked
+
+
+@pytest.mark.parametrize("dropped", ["triton/backends/foo/evil.py", "triton/backends/foo/lib/sub/evil.so"])
+def test_a_file_dropped_into_the_backends_own_directory_is_caught(env: TrustEnv, site: Path, dropped: str) -> None:
+    _triton_with_a_backend_inside(site, env)
+    assert entry(env.registry(site, policy="strict"), "foo").state == "loaded"  # the cache is warm
+    path = site.joinpath(*dropped.split("/"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"import os\n")
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert foo.trust == "rejected" and foo.reason is not None
+    assert (foo.reason.code, foo.reason.path) == ("verify.unlisted", str(path))
+
+
+def test_a_file_dropped_into_tritons_own_directory_is_not_the_backends(env: TrustEnv, site: Path) -> None:
+    _triton_with_a_backend_inside(site, env)
+    (site / "triton" / "backends" / "stray.py").write_text("")  # Triton's directory: its own verdict's
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert (foo.trust, foo.state) == ("verified", "loaded")
+
+
+@pytest.mark.parametrize("change", ["no-record", "init-edited"])
+def test_a_package_no_one_else_owns_is_walked_whole(env: TrustEnv, site: Path, change: str) -> None:
+    """Only another distribution's RECORD that describes the file on disk makes the package
+    someone else's: without it, every file of it not listed is unlisted code (fail closed),
+    also when the verdict was cached while the RECORD held."""
+    triton, _ = _triton_with_a_backend_inside(site, env)
+    assert entry(env.registry(site, policy="strict"), "foo").state == "loaded"
+    init = site / "triton" / "__init__.py"
+    if change == "no-record":
+        (triton.dist_info / "RECORD").unlink()
+    else:
+        init.write_text("__version__ = '3.9.0'  # edited\n")
+    foo = entry(env.registry(site, policy="strict"), "foo")
+    assert foo.trust == "rejected" and foo.reason is not None and foo.reason.code == "verify.unlisted"
+    assert foo.reason.path == str(site / "triton" / "_C" / "libtriton.so")
+
+
+@pytest.mark.parametrize("dropped", ["triton/backends/__init__.py", "triton/__init__.py"])
+def test_an_init_dropped_above_a_backend_in_a_namespace_is_caught(env: TrustEnv, site: Path, dropped: str) -> None:
+    """Importing ``triton.backends.nsdemo`` runs every ``__init__.py`` above it: one dropped into
+    the namespace (turning it into a package) is unlisted code, also with the cache warm."""
+    write_dist(site, "ns-backend", backends={"nsdemo": "triton.backends.nsdemo"}).sign(env.key)
+    assert entry(env.registry(site, policy="strict"), "nsdemo").state == "loaded"
+    path = site.joinpath(*dropped.split("/"))
+    path.write_text("import os\n")
+    demo = entry(env.registry(site, policy="strict"), "nsdemo")
+    assert demo.trust == "rejected" and demo.reason is not None
+    assert (demo.reason.code, demo.reason.path) == ("verify.unlisted", str(path))
