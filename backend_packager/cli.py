@@ -17,16 +17,22 @@ from typing import Any
 
 from triton_backend_runtime import manifest as manifest_mod
 from triton_backend_runtime import schema
+from triton_backend_runtime.cligrammar import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    JSON_FORMAT,
+    fail,
+    internal_error,
+    pipe_closed,
+)
 from triton_backend_runtime.errors import TrustStoreError, printable
 
 from . import __version__
 from .errors import InputError, TrustError, from_os_error
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-#: 128 + SIGPIPE, what a shell reports for a C tool whose reader went away.
-EXIT_BROKEN_PIPE = 141
-#: The version of every ``--json`` document this command prints.
-JSON_FORMAT = 1
+PROG = "backend-packager"
 
 
 def _progress(enabled: bool) -> Any:
@@ -661,19 +667,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrustError as exc:
         return _fail(args, exc)
     except BrokenPipeError:
-        # The reader went away (`| head`): say nothing, and keep the interpreter's final
-        # flush of stdout from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        return pipe_closed()
     except OSError as exc:
         return _fail(args, from_os_error(exc))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug of ours; still one line, the traceback only on request
         if getattr(args, "verbose", 0):
             raise
-        return _fail(args, TrustError("internal", getattr(args, "command", "-"),
-                                      f"{type(exc).__name__}: {str(exc)[:300]} (a bug: -v shows the traceback)"))
+        return _fail(args, internal_error(str(getattr(args, "command", None) or "-"), exc))
 
 
 #: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure.
@@ -681,7 +683,4 @@ _USAGE_ERRORS = (InputError, TrustStoreError)
 
 
 def _fail(args: argparse.Namespace, exc: TrustError) -> int:
-    if getattr(args, "json", False):
-        print(json.dumps({"format": JSON_FORMAT, "error": exc.as_dict()}, indent=1))
-    print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
-    return EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED
+    return fail(PROG, args, exc, EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED)

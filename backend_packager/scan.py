@@ -173,7 +173,9 @@ def _stream_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str
 def _scan_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, display: str, progress: Progress | None
 ) -> Iterator[_Listed | TrustError]:
-    from .wheelfile import ZIP_ERRORS, describe
+    from triton_backend_runtime.errors import describe
+
+    from .wheelfile import ZIP_ERRORS
 
     named_so = is_shared_library(info.filename)
     try:

@@ -28,7 +28,7 @@ from email.message import Message
 from pathlib import Path
 
 from triton_backend_runtime import dsse
-from triton_backend_runtime.errors import TrustError
+from triton_backend_runtime.errors import TrustError, describe
 from triton_backend_runtime.layout import is_shared_library
 from triton_backend_runtime.manifest import (
     COVERAGE_ALL,
@@ -48,7 +48,6 @@ from .wheelfile import (
     ZIP_ERRORS,
     WheelArchive,
     WheelName,
-    describe,
     manifest_member,
 )
 from .wheelfile import Member as WheelMember

@@ -26,6 +26,7 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from triton_backend_runtime.errors import describe
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 from triton_backend_runtime.names import canonicalize_name
 
@@ -306,12 +307,6 @@ class WheelArchive:
         except UnicodeDecodeError:
             raise WheelError("malformed", self.where(name), "entry_points.txt is not UTF-8") from None
         return entrypoints.parse(text, self.where(name))
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as one bounded line: its class, then its message."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
 #: What zipfile raises for one malformed archive or member: each is that input's problem.

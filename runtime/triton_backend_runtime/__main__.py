@@ -26,8 +26,18 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import registry as reg
+from .cligrammar import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    JSON_FORMAT,
+    fail,
+    internal_error,
+    pipe_closed,
+)
 from .discovery import DEFAULT_PACKAGE
-from .errors import TrustError, from_os_error
+from .errors import TrustError, describe, from_os_error
 from .verdict import Reason
 from .vocab import BAD_STATES, STRICT
 
@@ -35,13 +45,6 @@ if TYPE_CHECKING:
     from .trust import TrustStore
 
 PROG = "python -m triton_backend_runtime"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-#: 128 + SIGPIPE, what a shell reports for a tool whose reader went away (as backend-packager).
-EXIT_BROKEN_PIPE = 141
-#: 128 + SIGINT, as backend-packager exits on Ctrl-C.
-EXIT_INTERRUPTED = 130
-#: The version of every --json document's layout; raised when a key changes meaning or goes.
-JSON_FORMAT = 1
 #: A key file is one line per key; anything bigger is not one (the packager's bound too).
 MAX_KEY_FILE = 1 << 20
 #: The longest --package accepted (discovery reads package names up to this length).
@@ -68,7 +71,7 @@ def _exercise(rehash: bool, package: str = DEFAULT_PACKAGE) -> reg.Registry:
     try:
         tb = importlib.import_module(f"{package}.backends")  # through the hook or the patch, when installed
     except Exception as exc:
-        registry.problems.append(Reason("load.triton", package, reg.describe(exc)))
+        registry.problems.append(Reason("load.triton", package, describe(exc)))
         return registry
     if not registry.used_by_triton and registry.policy != "off":
         # Triton loaded its backends itself (no hook): show what the registry would admit.
@@ -461,9 +464,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, so that a closed pipe is met inside the handlers below
         return code
     except BrokenPipeError:
-        return _pipe_closed()
+        return pipe_closed()
     except OSError as exc:  # the flush above: stdout on a full disk (`> /dev/full`)
-        _pipe_closed()  # what stdout still holds is lost either way; the exit flush must not raise
+        pipe_closed()  # what stdout still holds is lost either way; the exit flush must not raise
         return _fail(argparse.Namespace(), from_os_error(exc, "<stdout>"), EXIT_FAILED)
 
 
@@ -492,8 +495,7 @@ def _main(argv: list[str] | None) -> int:
 def _internal(args: argparse.Namespace, exc: Exception) -> TrustError:
     """An unexpected exception as the one line the packager prints for it (``error.internal``)."""
     command = " ".join(str(part) for part in (getattr(args, "command", None), getattr(args, "action", None)) if part)
-    return TrustError("internal", command or "-",
-                      f"{type(exc).__name__}: {str(exc)[:300]} (a bug: -v shows the traceback)")
+    return internal_error(command, exc)
 
 
 # -- one grammar: --version, -q/-v, exit codes, pipes -------------------------------------
@@ -535,24 +537,7 @@ def _quiet(enabled: bool) -> Iterator[None]:
 
 
 def _fail(args: argparse.Namespace, error: TrustError, code: int) -> int:
-    try:
-        if getattr(args, "json", False):
-            print(json.dumps({"format": JSON_FORMAT, "error": error.as_dict()}, indent=1, sort_keys=True))
-        print(f"{PROG}: error: {error} ({error.code})", file=sys.stderr)
-    except BrokenPipeError:
-        return _pipe_closed()
-    return code
-
-
-def _pipe_closed() -> int:
-    """The reader went away (``| head``): stop without a traceback, and keep Python's exit
-    flush from raising again (the recipe in the signal module's documentation)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    return EXIT_BROKEN_PIPE
+    return fail(PROG, args, error, code)
 
 
 # -- doctor --json ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "CacheError", "ConflictError", "FileError", "LoadError", "ManifestError", "PolicyError", "SelectionError",
-    "SignatureError", "TrustError", "TrustStoreError", "VerifyError", "from_os_error", "printable",
+    "SignatureError", "TrustError", "TrustStoreError", "VerifyError", "describe", "from_os_error", "printable",
 ]
 
 
@@ -20,6 +20,23 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def describe(exc: BaseException, limit: int = 200) -> str:
+    """An exception as one bounded line, for a detail that shows no traceback: its class and
+    message, then what it was raised from or while handling, as Python's traceback would show
+    it. Each message is cut at ``limit`` characters, its whitespace (newlines too) collapsed."""
+    text = _class_and_message(exc, limit)
+    cause = exc.__cause__ if exc.__cause__ is not None else None if exc.__suppress_context__ else exc.__context__
+    return text if cause is None else f"{text} (caused by {_class_and_message(cause, limit)})"
+
+
+def _class_and_message(exc: BaseException, limit: int) -> str:
+    try:
+        message = " ".join(str(exc).split())[:limit]
+    except Exception:  # a hostile __str__: the class still says what happened
+        message = "(unprintable)"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 class TrustError(Exception):

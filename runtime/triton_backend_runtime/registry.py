@@ -30,7 +30,7 @@ from typing import Any
 
 from . import policy as pol
 from .discovery import DEFAULT_PACKAGE, Candidate, Discovery, Distribution, core_init, core_version, discover
-from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError
+from .errors import CacheError, ConflictError, LoadError, PolicyError, TrustError, VerifyError, describe
 from .verdict import PluginTerms, Reason, Verdict, reason_of
 from .verdictcache import REHASH_ENV, VerifyCache, cache_file, context_digest, same_file, stat_identity
 from .vocab import BAD_STATES, EXCLUDED, FAILED, LEGACY, LOADED, OFF, REJECTED, SELECTED, VERIFIED, State, Trust
@@ -637,14 +637,6 @@ def _failure_policy(item: Entry | PluginEntry) -> str:
     if item.required():
         return " (on-failure = \"fail\": compiling raises until it loads)"
     return " (on-failure = \"fallback\": kernels compile with the standard pipeline, without it)"
-
-
-def describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None:
-        text += f" (caused by {type(cause).__name__}: {cause})"
-    return text
 
 
 def _reason(reason: Reason | None) -> dict[str, str] | None:
