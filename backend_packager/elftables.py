@@ -8,7 +8,8 @@ Elfxx_Verneed/Vernaux/Verdef/Verdaux from LSB 5.0, "Symbol Versioning".
 
 What counts (the same rules ``nm -D`` applies):
 - an *export* is a ``.dynsym`` entry that is defined (section index not UNDEF) and bound
-  GLOBAL, WEAK or GNU_UNIQUE;
+  as :data:`triton_backend_runtime.dynsym.EXPORT_BINDINGS` says (GLOBAL, WEAK or GNU_UNIQUE),
+  the runtime's definition too;
 - an *import* is an undefined, non-local ``.dynsym`` entry; it is weak when bound WEAK.
 
 Work and memory are linear in the table sizes, with these limits (``elf.limit`` errors):
@@ -28,6 +29,7 @@ import struct
 import sys
 from dataclasses import dataclass
 
+from triton_backend_runtime.dynsym import EXPORT_BINDINGS
 from triton_backend_runtime.manifest import (
     EXPORT_LIST_LIMIT,
     PLUGIN_V1_SYMBOLS,
@@ -52,7 +54,6 @@ NAME_BYTES_LIMIT = 96 << 20
 PYINIT_LIMIT = 1024
 
 _MANYLINUX_FLOOR = {"x86_64": (2, 5), "aarch64": (2, 17)}
-_BINDINGS = {1: "GLOBAL", 2: "WEAK", 10: "UNIQUE"}
 _TYPES = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 3: "SECTION", 4: "FILE", 5: "COMMON", 6: "TLS", 10: "IFUNC"}
 _OSABI = {0: "SYSV", 3: "GNU"}
 _FILE_TYPES = {1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
@@ -219,8 +220,8 @@ def _version_defs(data: bytes, count: int, strings: _Strings, budget: list[int])
     return names
 
 
-# st_info -> 1 when its binding (high nibble) makes an export: GLOBAL, WEAK or GNU_UNIQUE.
-_EXPORT_BINDING = bytes(1 if i >> 4 in _BINDINGS else 0 for i in range(256))
+# st_info -> 1 when its binding (high nibble) makes an export.
+_EXPORT_BINDING = bytes(1 if i >> 4 in EXPORT_BINDINGS else 0 for i in range(256))
 # st_info -> 1 when its binding is not LOCAL (an undefined non-local symbol is an import).
 _NONLOCAL = bytes(1 if i >> 4 else 0 for i in range(256))
 
@@ -328,7 +329,7 @@ def _export_table(ordered: list[str], n: _Names, defs: dict[int, str]) -> Export
         symbols.append(Symbol(
             name=_text(name.encode("latin-1")),
             type=_TYPES.get(info & 0xF, str(info & 0xF)),
-            binding=_BINDINGS[info >> 4],
+            binding=EXPORT_BINDINGS[info >> 4],
             version=defs.get(cols.version(index)),
         ))
     return ExportTable(count=len(ordered), digest=_digest(ordered), complete=complete, symbols=symbols)

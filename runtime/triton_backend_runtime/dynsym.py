@@ -16,12 +16,18 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterable
+from typing import Final
 
 from .errors import VerifyError
 
+__all__ = ["EXPORT_BINDINGS", "gnu_hash", "is_export", "missing_exports"]
+
+#: The bindings (``st_info >> 4``) that make a defined symbol an export, with the name the
+#: manifest gives each: the one statement of "what is an export", the packager's scan's too.
+EXPORT_BINDINGS: Final = {1: "GLOBAL", 2: "WEAK", 10: "UNIQUE"}  # UNIQUE: STB_GNU_UNIQUE
+
 _SHT_DYNSYM = 11
 _SHT_GNU_HASH = 0x6FFFFFF6
-_BINDINGS = {1, 2, 10}  # GLOBAL, WEAK, GNU_UNIQUE
 _SYM = struct.Struct("<IBBHQQ")  # st_name, st_info, st_other, st_shndx, st_value, st_size
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 
@@ -32,6 +38,11 @@ def gnu_hash(name: bytes) -> int:
     for c in name:
         h = (h * 33 + c) & 0xFFFFFFFF
     return h
+
+
+def is_export(info: int, shndx: int) -> bool:
+    """Whether a ``.dynsym`` entry (its ``st_info`` and ``st_shndx``) is an export."""
+    return shndx != 0 and info >> 4 in EXPORT_BINDINGS
 
 
 def missing_exports(path: str, names: Iterable[str]) -> list[str]:
@@ -74,7 +85,7 @@ class _Table:
 
     def _defined(self, index: int, name: bytes) -> bool:
         st_name, info, _, shndx, _, _ = _SYM.unpack_from(self.data, self.sym_off + index * _SYM.size)
-        return shndx != 0 and (info >> 4) in _BINDINGS and self._name(st_name) == name
+        return is_export(info, shndx) and self._name(st_name) == name
 
     def exports(self, name: bytes) -> bool:
         if self.hash_off is None:
@@ -100,6 +111,6 @@ class _Table:
             self._all = {
                 self._name(st_name)
                 for st_name, info, _, shndx, _, _ in _SYM.iter_unpack(block)
-                if shndx != 0 and (info >> 4) in _BINDINGS
+                if is_export(info, shndx)
             }
         return self._all
