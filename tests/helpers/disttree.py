@@ -305,11 +305,18 @@ def no_triton_imported(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             sys.modules.pop(name, None)
 
 
-def entry(reg: Registry, name: str) -> Entry:
-    """The one entry of the registry named ``name``."""
-    (found,) = [e for e in reg.entries if e.name == name]
-    return found
+def entry(reg: Registry, name: str, distribution: str | None = None) -> Entry:
+    """The one entry of the registry named ``name`` (of ``distribution``, when given)."""
+    found = [e for e in reg.entries
+             if e.name == name and (distribution is None or (e.dist is not None and e.dist.name == distribution))]
+    assert len(found) == 1, [(e.name, e.label()) for e in reg.entries]
+    return found[0]
 
 
 def code_of(item: Entry) -> str | None:
     return item.reason.code if item.reason else None
+
+
+def codes(reasons: Sequence[Any]) -> list[str]:
+    """The reason codes of ``reasons`` (a registry's problems or notes), in order."""
+    return [r.code for r in reasons]

@@ -18,7 +18,6 @@ import os
 import py_compile
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import types
@@ -35,6 +34,8 @@ from helpers.disttree import (
     Dist,
     Loaded,
     TrustEnv,
+    codes,
+    entry,
     import_loader,
     make_key,
     statement_of,
@@ -45,9 +46,6 @@ from triton_backend_runtime import manifest as m
 from triton_backend_runtime import verify as runtime_verify
 from triton_backend_runtime.errors import SelectionError
 from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.registry import Entry, Registry
-from triton_backend_runtime.trust import load_trust_store
-from triton_backend_runtime.verdict import Verdict
 from triton_backend_runtime.verify import Context, verify_distribution
 
 from backend_packager.artifacts import artifact_from_file
@@ -84,17 +82,6 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def entry(reg: Registry, name: str, distribution: str | None = None) -> Entry:
-    found = [e for e in reg.entries
-             if e.name == name and (distribution is None or (e.dist is not None and e.dist.name == distribution))]
-    assert len(found) == 1, [(e.name, e.label()) for e in reg.entries]
-    return found[0]
-
-
-def codes(reasons: list[Any]) -> list[str]:
-    return [r.code for r in reasons]
 
 
 # -- baselines: the trees the cases below change one thing of -------------------------------
@@ -762,34 +749,6 @@ def test_verify_reason(code: str, setup: Setup, env: TrustEnv, site: Path, tmp_p
         assert verdict.problem.path == where
 
 
-def test_every_code_the_runtime_raises_has_a_case() -> None:
-    """Grep the runtime's raise sites: a new code without a test here fails this test."""
-    import re
-
-    runtime = Path(runtime_verify.__file__).parent
-    prefixes = {"SignatureError": "signature", "ManifestError": "manifest", "VerifyError": "verify",
-                "TrustStoreError": "trust", "PolicyError": "policy", "ConflictError": "conflict",
-                "LoadError": "load", "CacheError": "cache", "SelectionError": "select"}
-    raised = set()
-    for source in runtime.glob("*.py"):
-        if source.name == "__main__.py":
-            continue  # the CLI's own usage errors, not load-time reasons
-        for cls, code in re.findall(r"\b(\w+Error)\(\s*\"([a-z-]+)\"", source.read_text()):
-            if cls in prefixes:
-                raised.add(f"{prefixes[cls]}.{code}")
-    here = Path(__file__).read_text()
-    unreachable = {
-        # dsse.verify refuses an envelope without signatures, but verify_distribution never
-        # asks it to: a hash-only manifest is unverified, not rejected.
-        "signature.unsigned",
-        # trust.parse_name and parse_scope: the ``trust`` command's argument checks, not read at load time.
-        "trust.name-format",
-    }
-    missing = sorted(c for c in raised - unreachable if f'"{c}"' not in here)
-    assert missing == [], f"reason codes without a test here: {missing}"
-    assert unreachable <= raised, "a code listed as unreachable is no longer raised"
-
-
 # -- hostile input must not cost more than hashing what is installed -------------------------
 
 
@@ -1143,184 +1102,6 @@ def test_warnings_as_errors_do_not_break_load(env: TrustEnv, site: Path, capsys:
 
 
 # -- the verdict cache -----------------------------------------------------------------------
-
-
-def _installed_bytes(dist: Dist) -> int:
-    return sum(dist.file(p).stat().st_size for p in dist.wheel_paths())
-
-
-def test_cache_warm_run_only_stats(env: TrustEnv, site: Path) -> None:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    cold = env.registry(site, policy="strict")
-    assert cold.hashed_bytes == _installed_bytes(dist) > 0
-    assert stat.S_IMODE(env.cache_file().stat().st_mode) & 0o077 == 0
-    warm = env.registry(site, policy="strict")
-    assert warm.hashed_bytes == 0 and entry(warm, "demo").state == "loaded"
-    assert warm.verdicts == cold.verdicts and warm.notes == []
-
-
-def test_cache_notices_a_repair_byte_for_byte(env: TrustEnv, site: Path) -> None:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    path = dist.file("demo_backend/compiler.py")
-    good = path.read_bytes()
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    path.write_bytes(good.replace(b"class", b"klass"))
-    tampered = entry(env.registry(site, policy="strict"), "demo")
-    assert tampered.reason is not None and tampered.reason.code == "verify.sha256"
-    assert entry(env.registry(site, policy="strict"), "demo").reason.code == "verify.sha256"  # type: ignore[union-attr]
-    path.write_bytes(good)  # restored; the cache file is left alone
-    repaired = env.registry(site, policy="strict")
-    assert (entry(repaired, "demo").trust, entry(repaired, "demo").state) == ("verified", "loaded")
-
-
-def test_cache_notices_an_added_module(env: TrustEnv, site: Path) -> None:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    (dist.file("demo_backend/sub")).mkdir()
-    dist.file("demo_backend/sub/__init__.py").write_text("")
-    assert entry(env.registry(site, policy="strict"), "demo").reason.code == "verify.unlisted"  # type: ignore[union-attr]
-    dist.file("demo_backend/sub/__init__.py").unlink()
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    dist.file("demo_backend/sub/late.py").write_text("")  # in a directory the last run walked
-    assert entry(env.registry(site, policy="strict"), "demo").reason.code == "verify.unlisted"  # type: ignore[union-attr]
-
-
-def test_cache_rehash_ignores_and_rewrites(env: TrustEnv, site: Path) -> None:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    env.registry(site, policy="strict")
-    doc = json.loads(env.cache_file().read_bytes())
-    (cached,) = doc["verdicts"].values()
-    cached["verdict"]["status"] = "rejected"  # a cache that lies (it is trusted: only we can write it)
-    env.cache_file().write_text(json.dumps(doc))
-    assert entry(env.registry(site, policy="strict"), "demo").trust == "rejected"
-    before = env.cache_file().stat().st_ino
-    rehashed = env.registry(site, policy="strict", rehash=True)
-    assert entry(rehashed, "demo").state == "loaded" and rehashed.hashed_bytes == _installed_bytes(dist)
-    assert env.cache_file().stat().st_ino != before
-    (again,) = json.loads(env.cache_file().read_bytes())["verdicts"].values()
-    assert again["verdict"]["status"] == "verified"
-    assert env.registry(site, policy="strict").hashed_bytes == 0
-
-
-def _warm(env: TrustEnv, site: Path) -> Dist:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    return dist
-
-
-def test_cache_unsafe_directory(env: TrustEnv, site: Path) -> None:
-    dist = _warm(env, site)
-    os.chmod(env.cache, 0o777)
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.unsafe"] and reg.notes[0].path == str(env.cache)
-    assert reg.report()["notes"][0]["code"] == "cache.unsafe"
-    assert entry(reg, "demo").state == "loaded" and reg.hashed_bytes == _installed_bytes(dist)
-    assert reg.problems == []
-
-
-def test_cache_unsafe_file(env: TrustEnv, site: Path) -> None:
-    dist = _warm(env, site)
-    os.chmod(env.cache_file(), 0o666)
-    before = env.cache_file().read_bytes()
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.unsafe"] and reg.notes[0].path == str(env.cache_file())
-    assert entry(reg, "demo").state == "loaded" and reg.hashed_bytes == _installed_bytes(dist)
-    assert env.cache_file().read_bytes() == before  # refused, so never written either
-
-
-@pytest.mark.parametrize("edit", [
-    lambda e: e.update(identities=5),
-    lambda e: e["verdict"].update(backends=7),
-    lambda e: e.pop("context"),
-    lambda e: e["verdict"].pop("status"),
-    lambda e: e["verdict"].update(status="trusted"),
-    lambda e: e["identities"].append(["x", "y"]),
-], ids=["identities-int", "backends-int", "no-context", "no-status", "unknown-status", "bad-identity"])
-def test_cache_malformed_entry_is_verified_again(env: TrustEnv, site: Path,
-                                                  edit: Callable[[dict[str, Any]], Any]) -> None:
-    dist = _warm(env, site)
-    doc = json.loads(env.cache_file().read_bytes())
-    edit(doc["verdicts"][str(dist.dist_info)])
-    env.cache_file().write_text(json.dumps(doc))
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.malformed"]
-    assert reg.notes[0].path == f"{env.cache_file()}: {dist.dist_info}"
-    assert (entry(reg, "demo").trust, entry(reg, "demo").state) == ("verified", "loaded")
-    healed = env.registry(site, policy="strict")  # the entry was written again
-    assert healed.notes == [] and healed.hashed_bytes == 0
-
-
-@pytest.mark.parametrize("key", ["backends", "plugins", "signers"])
-def test_cache_entry_missing_keys_is_verified_again(env: TrustEnv, site: Path, elf_files: ElfFixtures,
-                                                    key: str) -> None:
-    dist = write_dist(site, files={"demo_backend/libshared_plugin.so": elf_files.plugin_shared})
-    dist.sign(env.key)
-    assert entry(env.registry(site, policy="strict"), "demo").state == "loaded"
-    doc = json.loads(env.cache_file().read_bytes())
-    doc["verdicts"][str(dist.dist_info)]["verdict"].pop(key)
-    env.cache_file().write_text(json.dumps(doc))
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.malformed"]
-    assert entry(reg, "demo").state == "loaded" and entry(reg, "demo").signers
-    assert [p.state for p in reg.plugins] == ["loaded"]
-
-
-@pytest.mark.parametrize(("content", "code"), [
-    (b"\x00garbage{", "cache.json"),
-    (b"[" * 100_000 + b"]" * 100_000, "cache.json"),  # deeper than the parser recurses
-    (b'{"format": 2, "verdicts": {}, "hashes": {}}', "cache.format"),
-    (b"[1, 2]", "cache.format"),
-    (b'{"format": 3, "verdicts": 5, "hashes": {}}', "cache.malformed"),
-    (b'{"format": 3}', "cache.malformed"),
-], ids=["garbage", "deep", "old-format", "a-list", "verdicts-int", "missing-keys"])
-def test_cache_file_unusable_is_ignored_and_rebuilt(env: TrustEnv, site: Path, content: bytes, code: str) -> None:
-    dist = _warm(env, site)
-    env.cache_file().write_bytes(content)
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == [code] and reg.notes[0].path == str(env.cache_file())
-    assert entry(reg, "demo").state == "loaded" and reg.hashed_bytes == _installed_bytes(dist)
-    rebuilt = env.registry(site, policy="strict")
-    assert rebuilt.notes == [] and rebuilt.hashed_bytes == 0
-
-
-def test_cache_too_large(env: TrustEnv, site: Path) -> None:
-    from triton_backend_runtime.verdictcache import MAX_CACHE_BYTES
-
-    _warm(env, site)
-    os.truncate(env.cache_file(), MAX_CACHE_BYTES + 1)
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.too-large"] and entry(reg, "demo").state == "loaded"
-
-
-def test_cache_unreadable_symlink(env: TrustEnv, site: Path, tmp_path: Path) -> None:
-    _warm(env, site)
-    env.cache_file().rename(tmp_path / "elsewhere.json")
-    os.symlink(tmp_path / "elsewhere.json", env.cache_file())
-    reg = env.registry(site, policy="strict")
-    assert codes(reg.notes) == ["cache.unreadable"] and entry(reg, "demo").state == "loaded"
-    assert not env.cache_file().is_symlink()  # replaced by a file of our own
-
-
-def test_cache_of_another_trust_store_is_not_reused(env: TrustEnv, site: Path, tmp_path: Path) -> None:
-    _warm(env, site)
-    other = make_key(tmp_path / "other", "other")
-    (env.trust / "vendor.pub").write_bytes(other.pub.read_bytes())  # our key is no longer trusted
-    reg = env.registry(site, policy="strict")
-    demo = entry(reg, "demo")
-    assert (demo.trust, demo.state) == ("unverified", "excluded")
-
-
-def test_cold_verdicts_agree_with_verify_distribution(env: TrustEnv, site: Path) -> None:
-    dist = write_dist(site)
-    dist.sign(env.key)
-    reg = env.registry(site, policy="strict")
-    direct: Verdict = verify_distribution(dist.distribution(), Context(load_trust_store()[0], None, None, HashCache()))
-    assert reg.verdicts[str(dist.dist_info)] == direct
 
 
 # -- the Triton core (checked before triton/__init__ runs) ------------------------------------
