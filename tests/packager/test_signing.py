@@ -90,3 +90,11 @@ def test_key_line_errors(keypair: tuple[signing.SigningKey, Path]) -> None:
         parse_key_line(f"{algo} AAAA {keyid}", "k")
     with pytest.raises(TrustStoreError, match="expected"):
         parse_key_line("rsa xyz", "k")
+
+
+def test_an_envelope_over_the_cap_is_refused_by_its_size() -> None:
+    """``dsse.decode`` refuses more than MAX_ENVELOPE_BYTES before parsing a byte of it (the
+    load side reads no more than that; any other caller gets the code, not a parse)."""
+    with pytest.raises(SignatureError) as caught:
+        dsse.decode(b" " * (dsse.MAX_ENVELOPE_BYTES + 1), "big.dsse.json")
+    assert caught.value.code == "signature.too-large" and caught.value.path == "big.dsse.json"

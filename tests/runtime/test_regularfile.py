@@ -90,3 +90,13 @@ def test_without_follow_symlinks_a_link_is_refused_unread(tmp_path: Path) -> Non
         assert caught.value.code == "input.symlink"
     fd = open_regular(tmp_path / "key.pub", follow_symlinks=False)
     os.close(fd)
+
+
+def test_a_link_loop_is_unreadable_with_its_cause(tmp_path: Path) -> None:
+    """A loop of links is neither missing nor a link refused unread: the open failed, and the
+    OSError behind it is kept for the caller's line."""
+    (tmp_path / "a.pub").symlink_to("b.pub")
+    (tmp_path / "b.pub").symlink_to("a.pub")
+    with pytest.raises(RegularFileError) as caught:
+        open_regular(tmp_path / "a.pub", follow_symlinks=True)
+    assert caught.value.code == "input.unreadable" and caught.value.cause is not None

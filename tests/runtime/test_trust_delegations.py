@@ -26,6 +26,8 @@ from triton_backend_runtime.trust import (
     admit_signers,
     check_floor,
     load_trust_store,
+    parse_name,
+    parse_scope,
     trust_sources,
     write_atomic,
 )
@@ -428,3 +430,13 @@ def test_a_trust_file_linked_to_proc_or_dev_is_a_reason_not_a_hang(env: TrustEnv
     expected = "trust.key-format" if target == "/proc/self/pagemap" else "trust.read"  # read, bounded: not a key
     assert [(p.code, p.path.split(".pub")[0]) for p in reg.problems] == [(expected, str(env.trust / "linked"))]
     assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
+
+
+def test_a_name_or_scope_that_names_no_distribution_is_refused() -> None:
+    """The names ``trust add --scope`` and the floor commands take: PEP 508 names, at least one;
+    anything else is the argument's error, never a scope that grants less (or more)."""
+    for parse, text in [(parse_name, "not a name!"), (parse_scope, "triton-foo,@@"), (parse_scope, " , ")]:
+        with pytest.raises(TrustStoreError) as caught:
+            parse(text, "--scope")
+        assert caught.value.code == "trust.name-format", text
+    assert parse_name("Triton_Foo", "--scope") == "triton-foo"
