@@ -1,13 +1,40 @@
-"""The packager's console script, run as a user runs it."""
+"""Both command lines as a user runs them: the packager's console script, and the runtime's
+``python -m triton_backend_runtime`` in a child whose only site is the one given."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from helpers.projects import Keypair
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``backend-packager ARGS`` from this venv, its output captured as text."""
     exe = Path(sys.executable).parent / "backend-packager"
     return subprocess.run([str(exe), *args], capture_output=True, text=True)
+
+
+def environment(site: Path, key: Keypair, home: Path) -> dict[str, str]:
+    """Only ``site`` besides this interpreter's packages; the vendor's key trusted; strict."""
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "TRITON_BACKEND_POLICY": "strict",
+            "TRITON_BACKEND_TRUSTED_KEYS": str(key.public), "XDG_CONFIG_HOME": str(home / "config"),
+            "TRITON_BACKEND_CACHE_DIR": str(home / "cache"), "HOME": str(home)}
+
+
+def runtime(site: Path, key: Keypair, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The runtime's CLI in a child under :func:`environment`; never a traceback."""
+    proc = subprocess.run([sys.executable, "-m", "triton_backend_runtime", *args], capture_output=True, text=True,
+                          env=environment(site, key, home), cwd=home, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def doctor_json(site: Path, key: Keypair, home: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    """``doctor --json ARGS``: its exit code and document."""
+    proc = runtime(site, key, home, "doctor", "--json", *args)
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return proc.returncode, doc

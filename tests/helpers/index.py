@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +94,23 @@ def index_files(out: Path, project: str) -> dict[str, str]:
     for name, digest in files.items():
         assert f'href="{name}#sha256={digest}"' in html
     return files
+
+
+def mtimes(out: Path) -> dict[str, int]:
+    """Every file of the mirror: the outputs and the state, and the served index as clients
+    name it (``simple/...``; the generation behind it is named by its content)."""
+    found = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted(out.glob("*")) if p.is_file()}
+    served = (out / "simple").resolve()
+    found |= {f"simple/{p.relative_to(served)}": p.stat().st_mtime_ns for p in sorted(served.rglob("*"))
+              if p.is_file()}
+    return found
+
+
+def pip_from_mirror(python: Path, out: Path, *args: str) -> None:
+    """pip with the mirror as its only index (no config file, no find-links of this machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check",
+           "--index-url", (out / "simple").as_uri(), *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -1,8 +1,11 @@
-"""A complete manifest with every section filled, one artifact scanned from a real plugin."""
+"""A complete manifest with every section filled, one artifact scanned from a real plugin; the
+plugins an envelope declares."""
 
 from __future__ import annotations
 
+from triton_backend_runtime import dsse
 from triton_backend_runtime import manifest as m
+from triton_backend_runtime.statement import manifest_from_statement
 
 from backend_packager.artifacts import artifact_from_file
 from helpers.csrc import ElfFixtures
@@ -23,3 +26,8 @@ def sample(elf_files: ElfFixtures) -> m.Manifest:
         build=m.Build(tool="backend-packager", tool_version="0.1.0", compiler=["GCC: 12"], source_date_epoch=0),
         provenance=m.Provenance(kind="build", source=None, source_sha256=None),
     )
+
+
+def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
+    """The plugins a manifest envelope declares (its signatures not checked)."""
+    return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins

@@ -112,3 +112,11 @@ def cosigned_site(site: Path, out: Path, keys: list[Path]) -> Path:
     envelope.unlink()  # a hard link: write a new file, never through the shared one
     envelope.write_bytes(signing.seal_with(manifest, [signing.load(k) for k in keys]))
     return out
+
+
+def run_in(python: Path, code: str, *args: str, **env: str) -> Any:
+    """Run ``code`` with ``python`` (a venv's, PATH bare), which prints one JSON document last."""
+    result = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", **env})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])

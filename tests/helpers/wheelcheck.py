@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.cli import run_cli
+from helpers.projects import Keypair
 
 
 def entry_points_of(wheel: Path) -> str:
@@ -74,3 +75,16 @@ def assert_vouches_for_every_file(wheel: Path) -> dict[str, Any]:
         if listed[path]["elf"] is not None:
             assert is_elf, path
     return manifest
+
+
+def manifest_of(wheel: Path) -> dict[str, Any]:
+    """The manifest of ``wheel`` as ``backend-packager inspect --json`` shows it."""
+    doc = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)
+    manifest: dict[str, Any] = doc["wheels"][0]["manifest"]
+    return manifest
+
+
+def verified(wheel: Path, key: Keypair) -> bool:
+    """``backend-packager verify`` accepts ``wheel`` against ``key`` alone."""
+    proc = run_cli("verify", str(wheel), "--trust", str(key.public))
+    return proc.returncode == 0 and proc.stdout.startswith("OK")

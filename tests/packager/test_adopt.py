@@ -4,8 +4,7 @@ The quick tests install a small directory-scan-era backend (``triton/backends/fo
 a real shared library compiled by gcc, a console script, no ``triton.backends`` entry points)
 with pip into a venv, and hand every test its own copy of that site-packages. The runtime then
 verifies the adopted distribution in process (``verify_distribution``, a registry under
-strict). The ``triton_wheel`` test adopts a real triton 3.9.0 installed in a venv and runs
-``doctor`` under strict, as a platform team would.
+strict). A real triton 3.9.0 adopted: ``tests/real/test_adopt_real.py``.
 """
 
 from __future__ import annotations
@@ -29,13 +28,12 @@ from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, plugp
 from helpers.cli import run_cli
 from helpers.csrc import ElfFixtures
 from helpers.disttree import TAG, TrustEnv
+from helpers.manifests import manifest_plugins
 from helpers.projects import ROOT, fresh_venv, pip_install, record_hash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import discovery, dsse
-from triton_backend_runtime import manifest as m
+from triton_backend_runtime import discovery
 from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.verify import verify_distribution
 
 from backend_packager import adopt as adopt_module
@@ -450,10 +448,6 @@ def test_wheel_out_killed_leaves_a_scratch_directory_the_next_run_removes(functi
 # -- plugins: what they say about themselves, captured from the installed files ---------------------
 
 
-def manifest_plugins(envelope: bytes) -> list[m.Plugin]:
-    return manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "manifest")), "manifest").plugins
-
-
 def test_plugins_captured_from_the_installed_files(elf_files: ElfFixtures, trust: TrustEnv, tmp_path: Path) -> None:
     """adopt records what ``migrate`` records for the same wheel, with the build
     environment's Triton the one installed beside."""
@@ -526,52 +520,6 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
     assert outcome.error.path == str(plugin)
     assert ("while its plugin was being asked" in outcome.error.detail) == (when == "during")
     assert not (site / "plugpack-1.0.dist-info" / MANIFEST_FILENAME).exists()
-
-
-@pytest.mark.triton_wheel
-def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tmp_path: Path) -> None:
-    from helpers.venv import make_venv
-
-    venv = make_venv(tmp_path, triton_wheel)
-    code, doc = _adopt_real(venv.site, venv.key)
-    assert code == 0, doc
-    (outcome,) = doc["distributions"]
-    assert outcome["backends"] == ["amd", "nvidia"] and outcome["artifacts"] > 500
-    assert outcome["written"] == ["triton-3.9.0.dist-info/triton_backend.dsse.json", "triton-3.9.0.dist-info/RECORD"]
-    # Its bundled plugins asked what they are, from the installed files, as migrate asks the wheel's.
-    adopted = manifest_plugins((venv.site / "triton-3.9.0.dist-info" / MANIFEST_FILENAME).read_bytes())
-    migrated = _migrated_plugins(triton_wheel, tmp_path / "migrated", venv.key)
-    assert adopted == migrated
-    captured = {p.path: p.info for p in adopted if p.info is not None and p.info.captured}
-    assert set(captured) >= {"triton/plugins/libTritonPluginsTestLib.so", "triton/plugins/libMLIRDialectPlugin.so"}
-    assert all(i.libtriton == "triton/_C/libtriton.so" for i in captured.values())
-    assert venv.cli("trust", "add", str(venv.pub)).returncode == 0
-    doctor = venv.cli("doctor", TRITON_BACKEND_POLICY="strict")
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    for name in ("amd", "nvidia"):
-        assert any(line.split()[:1] == [name] and "[verified, loaded" in line for line in doctor.stdout.splitlines())
-    # An installed file edited afterwards: doctor rejects, and adopt refuses to sign it again.
-    compiler = venv.site / "triton" / "backends" / "nvidia" / "compiler.py"
-    compiler.write_bytes(compiler.read_bytes() + b"# edited after adoption\n")
-    assert venv.cli("doctor", TRITON_BACKEND_POLICY="strict").returncode == 1
-    code, doc = _adopt_real(venv.site, venv.key)
-    assert code == 1
-    assert [m["code"] for m in doc["distributions"][0]["mismatches"]] == ["installed.size"]
-    venv.cli("hook", "uninstall")
-
-
-def _migrated_plugins(wheel: Path, out: Path, key: Path) -> list[m.Plugin]:
-    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
-    assert done.returncode == 0, done.stderr
-    with zipfile.ZipFile(out / wheel.name) as archive:
-        plugins = manifest_plugins(archive.read(f"triton-3.9.0.dist-info/{MANIFEST_FILENAME}"))
-    (out / wheel.name).unlink()  # 300 MB
-    return plugins
-
-
-def _adopt_real(site: Path, key: Path) -> tuple[int, dict[str, Any]]:
-    done = run_cli("adopt", "triton", "--site-packages", str(site), "--key", str(key), "--json")
-    return done.returncode, json.loads(done.stdout)
 
 
 # -- adopt: a FIFO for site-packages, a plugin swapped while it is asked -------------------

@@ -1,16 +1,16 @@
 """The example backends as users get them: installed with pip into fresh venvs, found by
-importlib.metadata and by the real Triton 3.9; repaired by auditwheel and re-signed."""
+importlib.metadata; repaired by auditwheel and re-signed. Found by the real Triton 3.9:
+``tests/real/test_examples_triton.py``."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers.cli import run_cli
 from helpers.projects import Keypair, build_env, fresh_venv, pip_install
+from helpers.venv import run_in
 
 EXPECTED = {
     "setuptools_backend": ("demo", "demo_backend", ["demo_backend/lib/libdemo_driver.so"]),
@@ -26,13 +26,6 @@ eps = {ep.name: ep.value for ep in md.entry_points(group="triton.backends")}
 files = sorted(str(f) for f in md.files(sys.argv[1]) if str(f).endswith(".so"))
 print(json.dumps({"entry_points": eps, "files": files}))
 """
-
-
-def run_in(python: Path, code: str, *args: str, **env: str) -> Any:
-    result = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", **env})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
 
 
 @pytest.mark.parametrize("example", sorted(EXPECTED))
@@ -82,55 +75,4 @@ def test_repaired_then_resigned_wheel_verifies(
 
 # -- the real Triton ----------------------------------------------------------------------
 
-DISCOVER = """
-import json, os
-import triton.backends as tb
-found = {name: [b.compiler.__module__ + ":" + b.compiler.__name__, b.driver.__module__ + ":" + b.driver.__name__,
-                b.driver.is_active()] for name, b in tb.backends.items()}
-target = None
-if os.environ.get("DEMO_BACKEND_DEVICES"):
-    from triton.runtime import driver
-    t = driver.active.get_current_target()
-    target = [t.backend, t.arch, t.warp_size]
-print(json.dumps({"backends": found, "target": target}))
-"""
 
-
-@pytest.fixture(scope="module")
-def triton_venv(tmp_path_factory: pytest.TempPathFactory, triton_wheel: Path, example_wheels: dict[str, Path]) -> Path:
-    python = fresh_venv(tmp_path_factory.mktemp("triton") / "venv")
-    pip_install(python, str(triton_wheel), *(str(w) for w in example_wheels.values()))
-    return python
-
-
-@pytest.mark.triton_wheel
-def test_triton_discovers_both_backends_inactive_without_device(triton_venv: Path) -> None:
-    found = run_in(triton_venv, DISCOVER)
-    backends = found["backends"]
-    assert isinstance(backends, dict)
-    assert backends["demo"] == ["demo_backend.compiler:DemoBackend", "demo_backend.driver:DemoDriver", False]
-    assert backends["skdemo"] == ["skdemo_backend.compiler:SkdemoBackend", "skdemo_backend.driver:SkdemoDriver",
-                                  False]
-    assert found["target"] is None
-
-
-@pytest.mark.triton_wheel
-def test_triton_selects_the_demo_driver_where_its_device_exists(triton_venv: Path) -> None:
-    found = run_in(triton_venv, DISCOVER, DEMO_BACKEND_DEVICES="1")
-    assert found["target"] == ["demo", 1, 32]
-    backends = found["backends"]
-    assert isinstance(backends, dict) and backends["demo"][2] is True and backends["skdemo"][2] is False
-
-
-@pytest.mark.triton_wheel
-def test_plugin_library_reports_itself(triton_venv: Path) -> None:
-    code = """
-import ctypes, json, skdemo_backend
-lib = ctypes.CDLL(str(skdemo_backend.plugin_path()))
-class Head(ctypes.Structure):  # the start of PluginInfo (triton/Tools/PluginUtils.h)
-    _fields_ = [("api", ctypes.c_uint32), ("name", ctypes.c_char_p), ("version", ctypes.c_char_p)]
-lib.tritonGetPluginInfo.restype = ctypes.POINTER(Head)
-head = lib.tritonGetPluginInfo().contents
-print(json.dumps([head.api, head.name.decode(), head.version.decode()]))
-"""
-    assert run_in(triton_venv, code) == [2, "skdemo", "0.1.0"]

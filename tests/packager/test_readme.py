@@ -1,41 +1,26 @@
 """The README and the reference pages, held to what they say.
 
-- The two quick starts (the fenced ``sh`` block after ``<!-- quickstart: NAME -->``) run as
-  written, line by line in one ``bash -e`` session, in a fresh copy of the repository, as a
-  newcomer would paste them. They install from the package index and the platform one uses
-  the real triton 3.9.0: marked ``triton_wheel``. Only the environment differs: the cached
-  triton wheel is offered to pip first (PIP_FIND_LINKS), the user's trust store and caches
-  are moved under tmp_path.
+- The two quick starts (the fenced ``sh`` block after ``<!-- quickstart: NAME -->``) are
+  short; they run as written in ``tests/real/test_quickstarts.py``.
 - The reason-code table (docs/reference/reason-codes.md) lists every code the runtime can
-  give (collected from its sources as the guard test in test_runtime_load.py collects them,
-  plus the codes it names in quotes or backticks), each with what to do.
+  give (collected from its sources with the prefixes :mod:`helpers.reasoncodes` reads, plus
+  the codes it names in quotes or backticks), each with what to do.
 - The CLI grammar table (docs/reference/cli.md) covers both CLIs' exit codes, -q/-v, --json
   and --version.
 """
 
 from __future__ import annotations
 
-import ast
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from helpers.readme import quickstart
+from helpers.reasoncodes import error_prefixes
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 REFERENCE = ROOT / "docs" / "reference"
 RUNTIME = ROOT / "runtime" / "triton_backend_runtime"
-
-
-def quickstart(name: str) -> list[str]:
-    """The lines of the ``sh`` block that follows ``<!-- quickstart: NAME -->``."""
-    text = README.read_text(encoding="utf-8")
-    match = re.search(rf"<!-- quickstart: {re.escape(name)} -->\n```sh\n(.*?)\n```", text, re.DOTALL)
-    assert match, f"no quickstart block {name!r} in the README"
-    return match.group(1).splitlines()
 
 
 def test_quickstarts_are_short() -> None:
@@ -45,62 +30,7 @@ def test_quickstarts_are_short() -> None:
         assert all(line.strip() and not line.startswith("#") for line in lines)
 
 
-def fresh_clone(dest: Path) -> Path:
-    ignore = shutil.ignore_patterns(".venv", ".git", "build", "dist", "wheelhouse", "wheels", "*.egg-info",
-                                    "__pycache__", ".*_cache")
-    shutil.copytree(ROOT, dest, ignore=ignore)
-    return dest
-
-
-def run_quickstart(name: str, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    clone = fresh_clone(tmp_path / "clone")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TRITON_", "BACKEND_PACKAGER_", "PYTHON", "VIRTUAL_ENV", "XDG_"))}
-    env |= {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"), **extra}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
-    script = "set -e\n" + "\n".join(quickstart(name)) + "\n"
-    return subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True)
-
-
-@pytest.mark.triton_wheel
-def test_vendor_quickstart_runs_as_written(tmp_path: Path) -> None:
-    result = run_quickstart("vendor", tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (wheel,) = (tmp_path / "clone" / "my-backend" / "dist").glob("*.whl")
-    assert f"OK   my-backend/dist/{wheel.name}: signed by" in result.stdout
-
-
-@pytest.mark.triton_wheel
-def test_platform_quickstart_runs_as_written(tmp_path: Path, triton_wheel: Path) -> None:
-    found = " ".join(filter(None, [str(triton_wheel.parent), os.environ.get("PIP_FIND_LINKS", "")]))
-    result = run_quickstart("platform", tmp_path, PIP_FIND_LINKS=found)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "policy:      strict" in result.stdout
-    assert re.search(r"nvidia\s+triton 3\.9\.0\s+\[verified, loaded", result.stdout), result.stdout[-3000:]
-
-
 # -- the reason-code table ------------------------------------------------------------------
-
-
-def error_prefixes() -> dict[str, str]:
-    """Each TrustError subclass of the runtime and its code prefix, read from the sources."""
-    prefixes = {"TrustError": "error"}
-    changed = True
-    sources = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(RUNTIME.rglob("*.py"))]
-    while changed:
-        changed = False
-        for tree in sources:
-            for node in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name not in prefixes):
-                bases = [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in prefixes]
-                if not bases:
-                    continue
-                own = [s.value.value for s in node.body if isinstance(s, ast.Assign)
-                       and any(isinstance(t, ast.Name) and t.id == "code_prefix" for t in s.targets)
-                       and isinstance(s.value, ast.Constant)]
-                prefixes[node.name] = own[0] if own else prefixes[bases[0]]
-                changed = True
-    return prefixes
 
 
 def runtime_codes() -> set[str]:

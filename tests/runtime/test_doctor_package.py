@@ -1,14 +1,13 @@
-"""``doctor --package`` and ``list --package``: a Triton installed under another package name
-(issue 10, item 3). A vendor release that renames the package (``vendor_triton/``, group
+"""``doctor --package`` and ``list --package``: a Triton installed under another package name.
+A vendor release that renames the package (``vendor_triton/``, group
 ``vendor_triton.backends``) is examined as the name it is imported by: its core (the
 distribution holding ``vendor_triton/__init__.py``), its group, its backends, verified for
 that package. Without ``--package`` doctor looks at ``triton``, finds none, and says which
 package a Triton is installed as.
 
-The quick tests use the synthetic wheels of ``test_migrate_renamed`` (migrated, signed,
-installed with pip into a site of their own), the vendor's ``backends/__init__.py`` carrying
-the registry patch as a patched release does; the real ``tokenspeed-triton`` runs under the
-``triton_wheel`` mark.
+Synthetic wheels (:mod:`helpers.renamed`; migrated, signed, installed with pip into a site of
+their own), the vendor's ``backends/__init__.py`` carrying the registry patch as a patched
+release does; the real ``tokenspeed-triton``: ``tests/real/test_doctor_package_real.py``.
 """
 
 from __future__ import annotations
@@ -20,14 +19,14 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import doctor_json, environment, runtime
 from helpers.projects import Keypair, keygen
-from helpers.renamed import TOKENSPEED, backend, entry_points, migrate, renamed_core
-from helpers.wheels import fetch_wheel, pip_install, write_wheel
+from helpers.renamed import backend, entry_points, migrate, renamed_core
+from helpers.wheels import pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_backend_runtime import discovery
@@ -100,26 +99,6 @@ def site(tmp_path_factory: pytest.TempPathFactory, key: Keypair) -> Path:
         assert code == 0 and outcome["triton_package"] == PACKAGE, outcome
         pip_install(Path(sys.executable), root / "out" / wheel.name, target)
     return target
-
-
-def environment(site: Path, key: Keypair, home: Path) -> dict[str, str]:
-    """Only ``site`` besides this interpreter's packages; the vendor's key trusted; strict."""
-    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "TRITON_BACKEND_POLICY": "strict",
-            "TRITON_BACKEND_TRUSTED_KEYS": str(key.public), "XDG_CONFIG_HOME": str(home / "config"),
-            "TRITON_BACKEND_CACHE_DIR": str(home / "cache"), "HOME": str(home)}
-
-
-def runtime(site: Path, key: Keypair, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "triton_backend_runtime", *args], capture_output=True, text=True,
-                          env=environment(site, key, home), cwd=home, timeout=300)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def doctor_json(site: Path, key: Keypair, home: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    proc = runtime(site, key, home, "doctor", "--json", *args)
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return proc.returncode, doc
 
 
 def test_doctor_examines_the_renamed_package(site: Path, key: Keypair, tmp_path: Path) -> None:
@@ -255,31 +234,3 @@ def test_package_must_be_a_python_package_name(site: Path, key: Keypair, tmp_pat
     assert json.loads(proc.stdout)["error"]["code"] == "input.name"
 
 
-@pytest.mark.triton_wheel
-def test_real_renamed_release_doctor(key: Keypair, tmp_path: Path) -> None:
-    """tokenspeed-triton (package tokenspeed_triton) with the registry patch applied to its
-    backends/__init__.py, migrated with --rewrite-record: doctor --package finds its core by
-    the file, its libtriton.so beside it, and both backends verified."""
-    src = fetch_wheel(TOKENSPEED)
-    package = "tokenspeed_triton"
-    member = f"{package}/backends/__init__.py"
-    patched = tmp_path / "patched" / src.name
-    patched.parent.mkdir()
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(patched, "w", zipfile.ZIP_DEFLATED) as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            text = patch_source(data.decode()) if info.filename == member else None
-            zout.writestr(info, text.encode() if text is not None else data)
-    code, outcome = migrate(patched, tmp_path / "out", key, "--rewrite-record", "--jobs", "2")
-    assert code == 0, outcome
-    target = tmp_path / "site"
-    pip_install(Path(sys.executable), tmp_path / "out" / src.name, target)
-    code, doc = doctor_json(target, key, tmp_path, "--package", package)
-    core = doc["triton_core"]
-    assert (core["distribution"], core["version"]) == ("tokenspeed-triton", "3.9.10.post20261028")
-    assert core["__version__"] and core["libtriton"] == str(target / package / "_C" / "libtriton.so")
-    assert {r["name"]: (r["trust"], r["reason"]) for r in doc["backends"]} == {
-        "amd": ("verified", None), "nvidia": ("verified", None)}
-    code, doc = doctor_json(target, key, tmp_path)
-    assert doc["triton_core"] is None and doc["backends"] == []
-    assert doc["renamed_cores"] == [{"distribution": "tokenspeed-triton 3.9.10.post20261028", "package": package}]
