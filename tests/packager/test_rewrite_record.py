@@ -1,4 +1,4 @@
-"""``migrate --rewrite-record`` (issue 10, item 6): a legacy wheel whose RECORD or file-name
+"""``migrate --rewrite-record``: a legacy wheel whose RECORD or file-name
 tags disagree with its contents. pip installs such wheels; ``migrate`` refuses them, naming
 the flag, and with the flag migrates them from their contents: every discrepancy listed (plain
 and ``--json``), recorded in the manifest's provenance, RECORD and the file name rewritten, and

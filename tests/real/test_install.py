@@ -1,4 +1,4 @@
-"""Installing and building like the ecosystem does (issue 12, item 1).
+"""Installing and building like the ecosystem does.
 
 - ``pip install ./runtime .`` from a clone gives both CLIs and nothing the build hook does not
   import (no jinja2, build, wheel or setuptools); ``init`` without its extra says so in one line.

@@ -1,4 +1,4 @@
-"""The tamper matrix (issue 8): the real triton 3.9.0, migrated and signed (every file of the
+"""The tamper matrix: the real triton 3.9.0, migrated and signed (every file of the
 wheel listed, coverage "all"), installed in a site of its own; each case copies that site
 with hard links (``cp -al``: fast, and the one file a case changes is replaced by a new
 file, so the shared original is never written), changes one thing and runs ``import

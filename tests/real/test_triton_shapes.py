@@ -1,4 +1,4 @@
-"""Every real Triton (issue 10): forks that install ``triton`` under another distribution
+"""Every real Triton: forks that install ``triton`` under another distribution
 name, each discovery shape since 3.0 with its patch in ``hooks/``, overlapping installs, and a
 real plugin package that registers itself.
 

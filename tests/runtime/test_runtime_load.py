@@ -1245,7 +1245,7 @@ def test_a_prefetch_skips_what_the_cache_knows(tmp_path: Path) -> None:
     assert again.hashed_bytes == 1000
 
 
-# -- files owned by two distributions; a discovery the registry cannot wrap (issue 10) -------
+# -- files owned by two distributions; a discovery the registry cannot wrap ------------------
 
 
 def write_record(dist: Dist) -> None:
@@ -1311,7 +1311,7 @@ def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
         process_registry.reset()
 
 
-# -- the plugin contract (schema 1.2; end to end in test_plugin_contract.py) --------------------
+# -- the plugin contract (schema 1.2; end to end in test_plugin_contract.py and real/) ---------
 
 
 @pytest.mark.parametrize(("terms", "installed", "code"), [

@@ -124,7 +124,7 @@ def _plugin_entry(dist_name: str, file: str) -> PluginEntry:
 
 def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.MonkeyPatch) -> None:
     """Triton 3.9.0 always has libtriton loaded, with extend_with, before the registry runs
-    (tests/test_runtime_plugins.py). The other branches need an older Triton, whose libtriton
+    (tests/real/test_runtime_plugins.py). The other branches need an older Triton, whose libtriton
     is stood in for by a real module object without extend_with (as 3.2-3.8 have)."""
     assert [plugins.has_extend_with(v) for v in ("3.9.0", "3.10.0rc1", "4.0", "3.8.1", "3.2.0", "", None, "x")] == [
         True, True, True, False, False, False, False, False

@@ -1,4 +1,4 @@
-"""Key scopes and rollback floors (issue 8, item 6: after TUF's delegations).
+"""Key scopes and rollback floors (after TUF's delegations).
 
 Real Ed25519 keys, real trust directories under tmp_path, real DSSE envelopes over real
 manifests, and the ``trust`` command run as a subprocess from a throwaway environment (its
