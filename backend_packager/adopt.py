@@ -48,11 +48,9 @@ platlib (sysconfig), searched in that order; a distribution found in both is ref
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import email.parser
 import hashlib
-import io
 import os
 import posixpath
 import shutil
@@ -82,6 +80,7 @@ from triton_backend_runtime.installed import (
 from triton_backend_runtime.layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
 from triton_backend_runtime.manifest import Artifact, ElfInfo, Plugin, is_installer_file
 from triton_backend_runtime.names import canonicalize_name
+from triton_backend_runtime.regularfile import read_chunks
 from triton_backend_runtime.statement import manifest_from_statement
 from triton_backend_runtime.trust import TrustStore
 
@@ -273,13 +272,10 @@ def _headers(dist_info: str, leaf: str, required: tuple[str, ...]) -> Message:
 
 def _record_rows(text: str, where: str) -> list[records.RecordRow]:
     """RECORD's rows in order; a path listed twice is refused (which row would be checked?)."""
-    try:
-        rows = list(records.parse(text, where).values())
-        listed = sum(1 for row in csv.reader(io.StringIO(text)) if row)
-    except csv.Error as exc:  # a field past the csv module's limit, for one
-        raise InstalledError("record", where, f"not a RECORD file: {exc}") from None
-    if listed != len(rows):
-        raise InstalledError("record", where, f"lists {listed - len(rows)} path(s) more than once")
+    rows = records.parse_rows(text, where)
+    repeated = len(rows) - len({row.path for row in rows})
+    if repeated:
+        raise InstalledError("record", where, f"lists {repeated} path(s) more than once")
     return rows
 
 
@@ -457,14 +453,13 @@ def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
     digest = hashlib.sha256()
     head = b""
     left = size
-    while left > 0:
-        chunk = os.read(fd, min(CHUNK, left))  # 1 MiB: stays in cache (8 MiB measured slower)
-        if not chunk:
-            raise InstalledError("size", full, "shorter than RECORD says (truncated while read)")
+    for chunk in read_chunks(fd, size):  # 1 MiB: stays in cache (8 MiB measured slower)
         if len(head) < 64:
             head += chunk[: 64 - len(head)]
         digest.update(chunk)
         left -= len(chunk)
+    if left:
+        raise InstalledError("size", full, "shorter than RECORD says (truncated while read)")
     return digest.hexdigest(), head
 
 

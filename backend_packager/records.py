@@ -11,6 +11,8 @@ import csv
 import io
 from dataclasses import dataclass
 
+from triton_backend_runtime.discovery import RecordSyntaxError, record_lines
+
 from .errors import WheelError
 
 #: Sizes are below 2**64; more digits than that is malformed, not a big file.
@@ -30,25 +32,23 @@ def hash_field(hex_digest: str) -> str:
 
 
 def parse(text: str, where: str) -> dict[str, RecordRow]:
-    """Rows by path. Malformed rows raise WheelError naming the RECORD line."""
-    rows: dict[str, RecordRow] = {}
-    reader = csv.reader(io.StringIO(text))
-    number = 0
-    while True:
-        number += 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            # The csv module's own limits (a field over 128 KiB, a NUL byte) end the parse.
-            raise WheelError("record", f"{where}:{number}", f"malformed RECORD line: {exc}") from None
-        if not row:
-            continue
-        if len(row) != 3:
-            raise WheelError("record", f"{where}:{number}", f"expected 3 fields, found {len(row)}")
-        path, hash_text, size_text = row
-        rows[path] = RecordRow(path, _parse_hash(hash_text, where, number), _parse_size(size_text, where, number))
+    """Rows by path (a path listed twice: its last row). Malformed rows raise WheelError
+    naming the RECORD line."""
+    return {row.path: row for row in parse_rows(text, where)}
+
+
+def parse_rows(text: str, where: str) -> list[RecordRow]:
+    """Every row in order, read by the runtime's :func:`~triton_backend_runtime.discovery.record_lines`."""
+    rows: list[RecordRow] = []
+    try:
+        for number, row in record_lines(text):
+            if len(row) != 3:
+                raise WheelError("record", f"{where}:{number}", f"expected 3 fields, found {len(row)}")
+            path, hash_text, size_text = row
+            rows.append(RecordRow(path, _parse_hash(hash_text, where, number), _parse_size(size_text, where, number)))
+    except RecordSyntaxError as exc:
+        # The csv module's own limits (a field over 128 KiB, a NUL byte) end the parse.
+        raise WheelError("record", f"{where}:{exc.number}", f"malformed RECORD line: {exc}") from None
     return rows
 
 

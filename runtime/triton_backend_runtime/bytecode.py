@@ -26,6 +26,7 @@ import struct
 import sys
 from types import CodeType
 
+from .regularfile import read_chunks
 from .verdictcache import cache_dir, identity, unsafe_owner_or_mode
 
 _HEADER = struct.Struct("<16s5q")  # MAGIC_NUMBER padded, then the source's identity
@@ -72,14 +73,7 @@ def verified_source(path: str, verified: list[object]) -> bytes:
 
 
 def _read_all(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left > 0:
-        chunk = os.read(fd, left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    return b"".join(read_chunks(fd, size))
 
 
 def _magic() -> bytes:

@@ -38,8 +38,8 @@ from .regularfile import RegularFileError, read_regular
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
     "MAX_METADATA_BYTES", "backends_group", "core_init", "core_root", "core_version", "discover",
-    "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes", "read_small_text", "record_row",
-    "record_row_matches", "renamed_cores",
+    "RecordSyntaxError", "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes",
+    "read_small_text", "record_lines", "record_row", "record_row_matches", "renamed_cores",
 ]
 
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
@@ -273,6 +273,36 @@ def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
         packages = {m.group(1) for m in _BACKENDS_INIT_ROW.finditer(text)} - {DEFAULT_PACKAGE}
         found += [(dist, p) for p in sorted(packages) if record_row(text, core_init(p)) is not None]
     return found
+
+
+class RecordSyntaxError(ValueError):
+    """A RECORD row the csv module refuses (a field past its limit, a NUL byte), at row ``number``."""
+
+    def __init__(self, number: int, message: str) -> None:
+        super().__init__(message)
+        self.number = number
+
+
+def record_lines(text: str) -> Iterator[tuple[int, list[str]]]:
+    """Every row of a RECORD file as installers read it (the csv module's default dialect:
+    a quoted path may hold a comma), each with its number; blank rows are counted, not
+    yielded. The one reader of a whole RECORD, for both distributions; callers judge the
+    fields. :func:`record_row` is the warm path's lookup of one row."""
+    import csv
+    import io
+
+    reader = csv.reader(io.StringIO(text))
+    number = 0
+    while True:
+        number += 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise RecordSyntaxError(number, str(exc)) from None
+        if row:
+            yield number, row
 
 
 def record_row(text: str, wheel_path: str) -> str | None:

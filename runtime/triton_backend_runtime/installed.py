@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .errors import VerifyError
-from .regularfile import RegularFileError, open_regular
+from .regularfile import RegularFileError, open_regular, read_chunks
 from .verdictcache import identity
 
 __all__ = [
@@ -134,13 +134,8 @@ def read_bounded(path: str, limit: int) -> bytes:
 def sha256_fd(fd: int, size: int) -> str:
     """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared."""
     digest = hashlib.sha256()
-    left = size
-    while left > 0:
-        chunk = os.read(fd, min(CHUNK, left))
-        if not chunk:
-            break
+    for chunk in read_chunks(fd, size):
         digest.update(chunk)
-        left -= len(chunk)
     return digest.hexdigest()
 
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .discovery import Distribution, metadata_name_version, read_small_text, record_row_matches
+from .discovery import (
+    Distribution,
+    RecordSyntaxError,
+    metadata_name_version,
+    read_small_text,
+    record_lines,
+    record_row_matches,
+)
 from .errors import ConflictError
 from .verdict import Reason, reason_of
 
@@ -60,10 +67,12 @@ def repair_command(dist: Distribution) -> str:
 def record_rows(dist_info: str) -> dict[str, str]:
     """Wheel path -> the rest of its RECORD row (hash, size); the installed files only."""
     rows: dict[str, str] = {}
-    for line in (read_small_text(os.path.join(dist_info, "RECORD")) or "").splitlines():
-        path, _, rest = line.partition(",")
-        if path and not path.startswith('"') and not _metadata(path):
-            rows[path] = rest
+    try:
+        for _, (path, *rest) in record_lines(read_small_text(os.path.join(dist_info, "RECORD")) or ""):
+            if path and not _metadata(path):
+                rows[path] = ",".join(rest)
+    except RecordSyntaxError:
+        pass  # the rows before a line csv refuses are what this RECORD says
     return rows
 
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 
 from .errors import TrustError
 
-__all__ = ["RegularFileError", "open_regular", "read_regular"]
+__all__ = ["RegularFileError", "open_regular", "read_chunks", "read_regular"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 #: Read in pieces of this size, so a bound of gigabytes never becomes one allocation of it.
@@ -91,12 +92,17 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, truncate: bool = F
 
 def _read_upto(fd: int, count: int) -> bytes:
     """Up to ``count`` bytes, fewer only at the end of the file."""
-    pieces: list[bytes] = []
+    return b"".join(read_chunks(fd, count))
+
+
+def read_chunks(fd: int, count: int) -> Iterator[bytes]:
+    """The next ``count`` bytes of ``fd`` in pieces of at most 1 MiB (one stays in cache; a
+    bound of gigabytes is never one allocation), ending early only at the end of the file:
+    no caller reads past what it declared."""
     left = count
     while left > 0:
         piece = os.read(fd, min(left, _PIECE))
         if not piece:
-            break
-        pieces.append(piece)
+            return
+        yield piece
         left -= len(piece)
-    return b"".join(pieces)

@@ -134,3 +134,26 @@ def test_a_hostile_record_never_breaks_discovery(record: bytes, tmp_path_factory
     assert found.triton is None or found.triton.dist_info == str(info)
     for dist in found.core_claims:
         ownership.overlaps_of(dist)
+
+
+def test_a_file_whose_name_has_a_comma_is_shared_too(tmp_path: Path) -> None:
+    """RECORD quotes such a path (``"triton/a,b.py",...``), as the csv module writes it; the
+    rows are read by the one RECORD reader (``discovery.record_lines``), quotes and all."""
+    files = {**UPSTREAM, "triton/a,b.py": b"y = 1\n"}
+    for name, data in (("triton", files), ("fbtriton", {**files, "triton/a,b.py": b"y = 2\n"})):
+        info = install(tmp_path, name, "3.9.0" if name == "triton" else "3.7.4", data)
+        text = (info / "RECORD").read_text()
+        (info / "RECORD").write_text(text.replace("triton/a,b.py,", '"triton/a,b.py",'))
+    rows = ownership.record_rows(str(tmp_path / "triton-3.9.0.dist-info"))
+    assert "triton/a,b.py" in rows
+    found = discover([str(tmp_path)], in_tree=False)
+    overlap = ownership.core_overlap(found.core_claims)
+    assert overlap is not None and "triton/a,b.py" in overlap.shared
+
+
+def test_a_record_line_csv_refuses_ends_its_rows(tmp_path: Path) -> None:
+    info = install(tmp_path, "triton", "3.9.0", UPSTREAM)
+    past_the_field_limit = "x" * (256 << 10)
+    (info / "RECORD").write_text((info / "RECORD").read_text() + f"{past_the_field_limit},,\nlater.py,,\n")
+    rows = ownership.record_rows(str(info))
+    assert set(rows) == set(UPSTREAM)

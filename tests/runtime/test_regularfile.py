@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from triton_backend_runtime.discovery import read_small_bytes
-from triton_backend_runtime.regularfile import RegularFileError, open_regular, read_regular
+from triton_backend_runtime.regularfile import RegularFileError, open_regular, read_chunks, read_regular
 
 from backend_packager.errors import InputError
 from backend_packager.fsutil import read_input
@@ -100,3 +100,16 @@ def test_a_link_loop_is_unreadable_with_its_cause(tmp_path: Path) -> None:
     with pytest.raises(RegularFileError) as caught:
         open_regular(tmp_path / "a.pub", follow_symlinks=True)
     assert caught.value.code == "input.unreadable" and caught.value.cause is not None
+
+
+def test_read_chunks_stops_at_the_count_or_the_end_of_the_file(tmp_path: Path) -> None:
+    """The one chunked read (small files, hashes of installed files, compiled bytecode):
+    never past what the caller declared, fewer bytes only where the file ends."""
+    (tmp_path / "f").write_bytes(b"a" * ((1 << 20) + 5))
+    fd = open_regular(tmp_path / "f", follow_symlinks=False)
+    try:
+        assert [len(c) for c in read_chunks(fd, (1 << 20) + 2)] == [1 << 20, 2]
+        assert b"".join(read_chunks(fd, 100)) == b"aaa"
+        assert list(read_chunks(fd, 100)) == []
+    finally:
+        os.close(fd)
