@@ -47,7 +47,7 @@ def parse_rows(text: str, where: str) -> list[RecordRow]:
             path, hash_text, size_text = row
             rows.append(RecordRow(path, _parse_hash(hash_text, where, number), _parse_size(size_text, where, number)))
     except RecordSyntaxError as exc:
-        # The csv module's own limits (a field over 128 KiB, a NUL byte) end the parse.
+        # The csv module's own limits (a field over 128 KiB; a NUL byte before Python 3.11) end the parse.
         raise WheelError("record", f"{where}:{exc.number}", f"malformed RECORD line: {exc}") from None
     return rows
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import email.parser
-import errno
 import os
 import re
 import stat
@@ -29,6 +28,7 @@ from typing import IO, BinaryIO
 from triton_backend_runtime.errors import describe
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 from triton_backend_runtime.names import canonicalize_name
+from triton_backend_runtime.regularfile import RegularFileError, open_regular
 
 from . import entrypoints, records, zipformat
 from .errors import InputError, WheelError
@@ -320,20 +320,14 @@ def open_wheel(path: Path, display: str, *, follow_symlinks: bool = False) -> in
     input: a ``*.whl`` symlink (to a private key, say) is ``input.symlink``, never read;
     anything else that is no regular file is ``wheel.<reason>``. ``follow_symlinks`` is for
     ``scan``, a report that reads what a path names, as it does for a ``.so``."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        fd = open_regular(path, follow_symlinks=follow_symlinks)
+    except RegularFileError as exc:
+        if exc.reason == "symlink":
             raise InputError("symlink", display, "a symbolic link: only a regular file is read as a wheel "
                              "(name the file it points to, if it is one)") from None
-        reason = "missing" if exc.errno == errno.ENOENT else "unreadable"
-        raise WheelError(reason, display, f"cannot open: {exc.strerror or exc}") from None
-    except ValueError:  # an embedded NUL
-        raise WheelError("missing", display, "cannot open: not a file name (a NUL byte)") from None
+        raise WheelError(exc.reason, display, exc.detail) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise WheelError("not-a-file", display, "is not a regular file (a directory, FIFO or device)")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

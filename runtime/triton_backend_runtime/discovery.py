@@ -276,7 +276,7 @@ def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
 
 
 class RecordSyntaxError(ValueError):
-    """A RECORD row the csv module refuses (a field past its limit, a NUL byte), at row ``number``."""
+    """A RECORD row the csv module refuses (a field past its limit; a NUL byte before 3.11), at row ``number``."""
 
     def __init__(self, number: int, message: str) -> None:
         super().__init__(message)
