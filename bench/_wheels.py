@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -34,3 +36,28 @@ def fetch_wheel(requirement: str) -> Path:
     if not found:
         raise FileNotFoundError(f"pip downloaded no wheel for {requirement} into {target}")
     return found[0]
+
+
+def signed_triton_site(work: Path) -> tuple[Path, Path]:
+    """triton 3.9.0 migrated with a fresh key and installed into ``work/site`` (pip
+    ``--target``): the site, and the public key that trusts it."""
+    wheel = fetch_wheel("triton==3.9.0")
+    key = work / "bench.pem"
+    packager = [sys.executable, "-m", "backend_packager"]
+    subprocess.run([*packager, "keygen", "-o", str(key)], check=True, capture_output=True)
+    subprocess.run([*packager, "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
+                   check=True, capture_output=True)
+    site = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                    "--no-index", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
+    return site, key.with_suffix(".pub")
+
+
+def best(run: Callable[[], object], runs: int) -> float:
+    """The fastest of ``runs`` timed calls of ``run``, in seconds."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)

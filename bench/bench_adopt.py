@@ -26,12 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _wheels import fetch_wheel  # noqa: E402
+from _wheels import best, fetch_wheel  # noqa: E402
 
 RUNS = 3
 
@@ -73,15 +72,6 @@ def adopt(site: Path, key: Path, jobs: int, scratch: Path) -> float:
     return elapsed
 
 
-def best(run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(RUNS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def copy_installed(installed: Path, root: Path) -> Path:
     """The installed triton's package and .dist-info, copied into a site of their own."""
     site = root / "site"
@@ -105,7 +95,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "backend_packager", "keygen", "-o", str(key)], check=True,
                        stdout=subprocess.DEVNULL)
         size = hash_recorded(site)  # warms the page cache for everyone
-        t_ref = best(lambda: hash_recorded(site))
+        t_ref = best(lambda: hash_recorded(site), RUNS)
         t_j1 = min(adopt(site, key, 1, root) for _ in range(RUNS))
         t_jn = min(adopt(site, key, args.jobs, root) for _ in range(RUNS))
     print(f"installed: {dist_info.name} ({size / 1e6:.0f} MB in the files RECORD hashes)")

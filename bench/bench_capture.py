@@ -23,12 +23,11 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _wheels import fetch_wheel  # noqa: E402
+from _wheels import best, fetch_wheel  # noqa: E402
 from triton_backend_runtime import manifest as m  # noqa: E402
 
 from backend_packager import assemble, plugininfo, sandbox  # noqa: E402
@@ -45,15 +44,6 @@ def artifacts_of(wheel: Path, out: Path) -> list[m.Artifact]:
         for name in names:
             archive.extract(name, out)
     return [artifact_from_file(out / n, n) for n in names]
-
-
-def best(run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(RUNS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def capture(wheel: Path, artifacts: list[m.Artifact], policy: plugininfo.Policy) -> list[m.Plugin]:
@@ -89,7 +79,7 @@ def call_alone(wheel: Path, artifacts: list[m.Artifact], root: Path) -> tuple[fl
         target = fresh()
         assert plugininfo._call_sandboxed(target, [lib], target.parent, limits, ()).captured
 
-    return min(best(plain) for _ in range(3)), min(best(boxed) for _ in range(3))
+    return min(best(plain, RUNS) for _ in range(3)), min(best(boxed, RUNS) for _ in range(3))
 
 
 def main() -> None:
@@ -105,8 +95,8 @@ def main() -> None:
         c_ref, c_box = call_alone(wheel, artifacts, Path(tmp))
     plugins = [p.path for p in assemble.find_plugins(artifacts)]
     capture(wheel, artifacts, "unsafe")  # warms the page cache for both
-    t_ref = best(lambda: capture(wheel, artifacts, "unsafe"))
-    t_box = best(lambda: capture(wheel, artifacts, "sandbox"))
+    t_ref = best(lambda: capture(wheel, artifacts, "unsafe"), RUNS)
+    t_box = best(lambda: capture(wheel, artifacts, "sandbox"), RUNS)
     print(f"wheel: {wheel.name}; plugins: {', '.join(plugins)}")
     print(f"sandbox probe (once per process)          {t_probe * 1e3:7.1f} ms")
     print(f"unsandboxed child (reference)             {t_ref:7.3f} s")

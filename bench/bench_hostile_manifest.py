@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "runtime"))
 
-from _wheels import fetch_wheel  # noqa: E402
+from _wheels import signed_triton_site  # noqa: E402
 from triton_backend_runtime import dsse  # noqa: E402
 from triton_backend_runtime import manifest as m  # noqa: E402
 from triton_backend_runtime.verify import MAX_TAG_PARTS  # noqa: E402
@@ -73,19 +73,11 @@ print(json.dumps({"used": reg.used_by_triton, "entries": sorted({e.trust for e i
 
 def setup(work: Path) -> tuple[Path, Path, dict[str, Any]]:
     """The site with the signed Triton and the hook; the public key; Triton's signed statement."""
-    wheel = fetch_wheel("triton==3.9.0")
-    key = work / "bench.pem"
-    packager = [sys.executable, "-m", "backend_packager"]
-    subprocess.run([*packager, "keygen", "-o", str(key)], check=True, capture_output=True)
-    subprocess.run([*packager, "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
-                   check=True, capture_output=True)
-    site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                    "--no-index", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
+    site, pub = signed_triton_site(work)
     subprocess.run([sys.executable, "-m", "triton_backend_runtime", "hook", "install", "--site", str(site)],
                    check=True, capture_output=True)
     envelope = json.loads((site / "triton-3.9.0.dist-info" / m.MANIFEST_FILENAME).read_bytes())
-    return site, key.with_suffix(".pub"), json.loads(base64.b64decode(envelope["payload"]))
+    return site, pub, json.loads(base64.b64decode(envelope["payload"]))
 
 
 def renamed(triton: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _wheels import fetch_wheel  # noqa: E402
+from _wheels import signed_triton_site  # noqa: E402
 
 OURS = """
 import json, sys, time
@@ -106,16 +106,7 @@ print(json.dumps(times))
 
 
 def setup(work: Path) -> tuple[Path, Path]:
-    wheel = fetch_wheel("triton==3.9.0")
-    key = work / "bench.pem"
-    packager = [sys.executable, "-m", "backend_packager"]
-    subprocess.run([*packager, "keygen", "-o", str(key)], check=True, capture_output=True)
-    subprocess.run([*packager, "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
-                   check=True, capture_output=True)
-    site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                    "--no-index", "--target", str(site), str(work / "signed" / wheel.name)], check=True)
-    return site, key.with_suffix(".pub")
+    return signed_triton_site(work)
 
 
 def run_json(code: str, env: dict[str, str], *args: str) -> dict:
