@@ -8,6 +8,7 @@ leaves nothing the next write does not remove). This module only adapts it to pa
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -36,6 +37,17 @@ def read_input(path: Path, limit: int) -> bytes:
         return regularfile.read_regular(path, limit)
     except regularfile.RegularFileError as exc:
         raise _input_error(exc, "not a key file") from None
+
+
+def sha256_pread(fd: int) -> str:
+    """sha256 of an open file from its start to its end, read with ``pread`` (threads may
+    share the descriptor; its offset is left alone), 1 MiB at a time."""
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
 
 
 def _input_error(exc: regularfile.RegularFileError, too_big: str = "") -> InputError:

@@ -49,11 +49,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from triton_backend_runtime import regularfile
 from triton_backend_runtime.names import canonicalize_name
 
 from . import __version__, mirrorindex, simpleindex
 from .errors import InputError, TrustError
-from .fsutil import atomic_output, atomic_write
+from .fsutil import atomic_output, atomic_write, sha256_pread
 
 if TYPE_CHECKING:
     from .migrate import ByteProgress
@@ -391,17 +392,9 @@ def _read_confined(path: Path, root: Path, limit: int) -> bytes:
 def _read_bounded(path: Path, limit: int) -> bytes:
     """A regular file's bytes, at most ``limit``; symlinks and FIFOs refused, never waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise MirrorError("read", str(path), f"cannot open: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(stream.fileno())
-        if not _is_regular(info.st_mode):
-            raise MirrorError("read", str(path), "not a regular file")
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise MirrorError("read", str(path), f"larger than {limit} bytes")
-    return data
+        return regularfile.read_regular(path, limit, follow_symlinks=False)
+    except regularfile.RegularFileError as exc:
+        raise MirrorError("read", str(path), exc.detail) from None
 
 
 def _is_regular(mode: int) -> bool:
@@ -661,7 +654,7 @@ def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
         while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
             first = order.pop(0)
             remaining -= sizes[first.filename]
-            later.append((first, _one(first, ctx, jobs, lambda fd: background.submit(_sha256_fd, fd))))
+            later.append((first, _one(first, ctx, jobs, lambda fd: background.submit(sha256_pread, fd))))
         if jobs <= 1 or len(order) <= 1:
             results.update({s.filename: _one(s, ctx, jobs, _hash_now)() for s in order})
         else:
@@ -675,7 +668,7 @@ def _work(sources: list[Source], ctx: _Context, jobs: int) -> list[Result]:
 def _hash_now(fd: int) -> Future[str]:
     future: Future[str] = Future()
     try:
-        future.set_result(_sha256_fd(fd))
+        future.set_result(sha256_pread(fd))
     except OSError as exc:
         future.set_exception(exc)
     return future
@@ -737,7 +730,7 @@ def _process(source: Source, ctx: _Context, jobs: int, hasher: Hasher, opened: l
     if old is None:
         return _migrate(source, fd, ctx, jobs, fingerprint, hasher(fd), hasher, opened)
     # a file seen before whose stat changed: the same bytes are still unchanged, so hash first
-    sha256 = _checked(source, _sha256_fd(fd))
+    sha256 = _checked(source, sha256_pread(fd))
     if _reusable(old, source, ctx, sha256):
         old.stat, old.source = fingerprint, str(source.path)
         return _ready(_unchanged(old, source))
@@ -795,16 +788,6 @@ def _output_stat(path: Path) -> list[int]:
     except OSError:
         return []
     return _identity(info) if _is_regular(info.st_mode) else []
-
-
-def _sha256_fd(fd: int) -> str:
-    """sha256 of an open file from its start (``pread``: threads may share the descriptor)."""
-    digest = hashlib.sha256()
-    offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
 
 
 def _tool(capture: Policy) -> str:

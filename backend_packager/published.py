@@ -37,7 +37,7 @@ from triton_backend_runtime.names import canonicalize_name, same_version
 
 from . import records, simpleindex
 from .errors import InputError, InstalledError, TrustError, WheelError
-from .fsutil import read_input
+from .fsutil import read_input, sha256_pread
 from .wheelfile import WheelArchive, open_wheel
 
 #: Bounds on what is fetched: a project page, a wheel, and how long a read may stall.
@@ -213,16 +213,12 @@ def _confine(path: Path, index_url: str, url: str) -> None:
 
 def _check_sha256(path: Path, sha256: str, url: str) -> None:
     fd = open_wheel(path, url)
-    digest = hashlib.sha256()
     try:
-        offset = 0
-        while chunk := os.pread(fd, CHUNK, offset):
-            digest.update(chunk)
-            offset += len(chunk)
+        digest = sha256_pread(fd)
     finally:
         os.close(fd)
-    if digest.hexdigest() != sha256:
-        raise InputError("against", url, f"sha256 {digest.hexdigest()} is not the {sha256} the index page gives")
+    if digest != sha256:
+        raise InputError("against", url, f"sha256 {digest} is not the {sha256} the index page gives")
 
 
 def _open_url(url: str) -> urllib.response.addinfourl:

@@ -38,8 +38,8 @@ from .regularfile import RegularFileError, read_regular
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
     "MAX_METADATA_BYTES", "backends_group", "core_init", "core_root", "core_version", "discover",
-    "RecordSyntaxError", "metadata_name_version", "package_of", "parse_entry_points", "read_small_bytes",
-    "read_small_text", "record_lines", "record_row", "record_row_matches", "renamed_cores",
+    "RecordSyntaxError", "metadata_name_version", "other_dist_infos", "package_of", "parse_entry_points",
+    "read_small_bytes", "read_small_text", "record_lines", "record_row", "record_row_matches", "renamed_cores",
 ]
 
 IN_TREE_ENV = "TRITON_BACKENDS_IN_TREE"
@@ -273,6 +273,16 @@ def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
         packages = {m.group(1) for m in _BACKENDS_INIT_ROW.finditer(text)} - {DEFAULT_PACKAGE}
         found += [(dist, p) for p in sorted(packages) if record_row(text, core_init(p)) is not None]
     return found
+
+
+def other_dist_infos(dist: Distribution) -> list[str]:
+    """The ``.dist-info`` directory names in ``dist``'s ``sys.path`` entry but its own, sorted
+    (none where the entry cannot be listed)."""
+    try:
+        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
+    except OSError:
+        return []
+    return [n for n in infos if os.path.join(dist.root, n) != dist.dist_info]
 
 
 class RecordSyntaxError(ValueError):

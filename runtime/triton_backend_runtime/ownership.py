@@ -23,6 +23,7 @@ from .discovery import (
     Distribution,
     RecordSyntaxError,
     metadata_name_version,
+    other_dist_infos,
     read_small_text,
     record_lines,
     record_row_matches,
@@ -91,15 +92,9 @@ def overlaps_of(dist: Distribution, rows: dict[str, str] | None = None) -> list[
     tops = _tops(rows)
     if not tops:
         return []
-    try:
-        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
-    except OSError:
-        return []
     found = []
-    for info in infos:
+    for info in other_dist_infos(dist):
         path = os.path.join(dist.root, info)
-        if path == dist.dist_info:
-            continue
         text = read_small_text(os.path.join(path, "RECORD")) or ""
         if not any(text.startswith(t) or f"\n{t}" in text for t in tops):
             continue

@@ -75,10 +75,12 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool) -> int:
     return fd
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, *, truncate: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, *, truncate: bool = False,
+                 follow_symlinks: bool = True) -> bytes:
     """The bytes of the regular file ``path``: all of them, refused (``too-big``) when there
-    are more than ``limit``; with ``truncate``, its first ``limit`` bytes whatever its size."""
-    fd = open_regular(path, follow_symlinks=True)
+    are more than ``limit``; with ``truncate``, its first ``limit`` bytes whatever its size.
+    A final symbolic link is followed unless ``follow_symlinks`` is false (then ``symlink``)."""
+    fd = open_regular(path, follow_symlinks=follow_symlinks)
     try:
         data = _read_upto(fd, limit if truncate else limit + 1)
     except OSError as exc:

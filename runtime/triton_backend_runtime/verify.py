@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from . import dsse, dynsym, statement
 from . import manifest as m
-from .discovery import Distribution
+from .discovery import Distribution, other_dist_infos
 from .errors import ManifestError, SignatureError, TrustError, TrustStoreError, VerifyError
 from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
@@ -537,7 +537,7 @@ class _Claims:
 
         if self.records is None:
             self.records = []
-            for info in _other_infos(self.dist):
+            for info in other_dist_infos(self.dist):
                 record = os.path.join(self.dist.root, info, "RECORD")
                 self.hashes.watch(record)
                 self.records.append((record, read_small_text(record) or ""))
@@ -558,15 +558,6 @@ def _large_and_sized(row: str, path: str) -> bool:
             _Claims.HASH_LIMIT)
     except (OSError, ValueError):
         return False
-
-
-def _other_infos(dist: Distribution) -> list[str]:
-    """The ``.dist-info`` directory names in ``dist``'s ``sys.path`` entry but its own."""
-    try:
-        infos = sorted(n for n in os.listdir(dist.root) if n.endswith(".dist-info"))
-    except OSError:
-        return []
-    return [n for n in infos if os.path.join(dist.root, n) != dist.dist_info]
 
 
 def _package_owner(directory: str, listed: set[str], claims: _Claims) -> str:
