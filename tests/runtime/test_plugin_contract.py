@@ -345,7 +345,7 @@ def test_a_plugin_version_misses_the_cache_an_unrelated_upgrade_does_not(libs: L
 
 def test_python_m_build_stops_on_a_pass_the_example_plugin_does_not_register(tmp_path: Path,
                                                                               signing_key: Any) -> None:
-    import projects
+    from helpers import projects
 
     project = projects.copy_example("scikit_build_backend", tmp_path / "src")
     pyproject = project / "pyproject.toml"
