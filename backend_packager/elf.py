@@ -34,7 +34,7 @@ file, ``elf.limit`` over :data:`INTERP_LIMIT`), never a silently absent field.
 Memory bound: the raw tables held at once are at most :data:`SCAN_BYTES_LIMIT` (about
 120 MiB), and decoding adds at most a few hundred bytes per symbol plus the decoded
 names (:data:`~backend_packager.elftables.NAME_BYTES_LIMIT`). A scan's peak stays under
-:data:`MEMORY_BOUND`, whatever the file; ``tests/test_elf.py`` holds this by scanning
+:data:`MEMORY_BOUND`, whatever the file; ``tests/packager/test_elf.py`` holds this by scanning
 crafted files at the limits in a child process under ``RLIMIT_AS``. Time is linear in
 the bytes read. The limits sit far above real libraries: triton 3.9.0's ``libtriton.so``
 (500 MB) has 41 sections, 137k symbols and 14 MB of ``.dynstr``.
