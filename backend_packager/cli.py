@@ -17,20 +17,11 @@ from typing import Any
 
 from triton_backend_runtime import manifest as manifest_mod
 from triton_backend_runtime import schema
-from triton_backend_runtime.cligrammar import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    JSON_FORMAT,
-    fail,
-    internal_error,
-    pipe_closed,
-)
+from triton_backend_runtime.cligrammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
 from triton_backend_runtime.errors import TrustStoreError, printable
 
 from . import __version__
-from .errors import InputError, TrustError, from_os_error
+from .errors import InputError, TrustError
 
 PROG = "backend-packager"
 
@@ -661,21 +652,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Every failure ends here as one line (and, with ``--json``, one
     object on stdout) and an exit code: never a traceback, unless ``-v`` asks for one."""
     args = build_parser().parse_args(argv)
-    try:
-        code: int = args.func(args)
-        return code
-    except TrustError as exc:
-        return _fail(args, exc)
-    except BrokenPipeError:
-        return pipe_closed()
-    except OSError as exc:
-        return _fail(args, from_os_error(exc))
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # a bug of ours; still one line, the traceback only on request
-        if getattr(args, "verbose", 0):
-            raise
-        return _fail(args, internal_error(str(getattr(args, "command", None) or "-"), exc))
+    return run_command(PROG, args, lambda: args.func(args), _USAGE_ERRORS)
 
 
 #: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure.

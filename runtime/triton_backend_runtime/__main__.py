@@ -26,16 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import registry as reg
-from .cligrammar import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    JSON_FORMAT,
-    fail,
-    internal_error,
-    pipe_closed,
-)
+from .cligrammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, pipe_closed, run_command
 from .discovery import DEFAULT_PACKAGE
 from .errors import TrustError, describe, from_os_error
 from .verdict import Reason
@@ -471,31 +462,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = argparse.Namespace()
-    try:
-        args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+
+    def command() -> int:
         with _quiet(args.quiet and not getattr(args, "json", False)):
             return int(args.func(args))
-    except BrokenPipeError:
-        raise  # an OSError, but not an error of the command: main ends quietly
-    except UnusableInput as exc:
-        return _fail(args, exc, EXIT_USAGE)
-    except TrustError as exc:
-        return _fail(args, exc, EXIT_FAILED)
-    except OSError as exc:
-        return _fail(args, from_os_error(exc), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # a bug of ours: still one line; the traceback only on request
-        if getattr(args, "verbose", False):
-            raise
-        return _fail(args, _internal(args, exc), EXIT_FAILED)
 
-
-def _internal(args: argparse.Namespace, exc: Exception) -> TrustError:
-    """An unexpected exception as the one line the packager prints for it (``error.internal``)."""
-    command = " ".join(str(part) for part in (getattr(args, "command", None), getattr(args, "action", None)) if part)
-    return internal_error(command, exc)
+    return run_command(PROG, args, command, (UnusableInput,))
 
 
 # -- one grammar: --version, -q/-v, exit codes, pipes -------------------------------------

@@ -13,12 +13,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 
-from .errors import TrustError, describe
+from .errors import TrustError, describe, from_os_error
 
 __all__ = [
     "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "JSON_FORMAT", "fail",
-    "internal_error", "pipe_closed",
+    "internal_error", "pipe_closed", "run_command",
 ]
 
 #: Success; a checked failure (a verdict, a finding); unusable input (``input.*``, usage).
@@ -29,6 +30,33 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 #: The version of every ``--json`` document's layout; raised when a key changes meaning or goes.
 JSON_FORMAT = 1
+
+
+def run_command(prog: str, args: argparse.Namespace, command: Callable[[], int],
+                usage: tuple[type[TrustError], ...]) -> int:
+    """Run the parsed ``command`` and return its exit code. Every failure ends here: an error of
+    a ``usage`` class exits 2, any other :class:`TrustError` or OSError 1, Ctrl-C 130, a closed
+    pipe 141, and an exception of no such class (a bug of ours) is ``error.internal``, its
+    traceback shown only with ``-v``."""
+    try:
+        return int(command())
+    except BrokenPipeError:
+        return pipe_closed()
+    except TrustError as exc:
+        return fail(prog, args, exc, EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED)
+    except OSError as exc:
+        return fail(prog, args, from_os_error(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if getattr(args, "verbose", False):
+            raise
+        return fail(prog, args, internal_error(_command_name(args), exc), EXIT_FAILED)
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """``trust add``, ``verify``: the (sub)command that ran, for ``error.internal``."""
+    return " ".join(str(part) for part in (getattr(args, "command", None), getattr(args, "action", None)) if part)
 
 
 def fail(prog: str, args: argparse.Namespace, error: TrustError, code: int) -> int:
