@@ -50,6 +50,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from triton_backend_runtime import regularfile
+from triton_backend_runtime.errors import describe
 from triton_backend_runtime.names import canonicalize_name
 
 from . import __version__, mirrorindex, simpleindex
@@ -714,7 +715,7 @@ def _failure_of(source: Source, exc: Exception) -> Result:
     elif isinstance(exc, OSError):
         error = MirrorError("io", str(source.path), exc.strerror or str(exc))
     else:  # a bug of ours, still this wheel's alone
-        error = MirrorError("internal", str(source.path), f"{type(exc).__name__}: {exc}")
+        error = MirrorError("internal", str(source.path), describe(exc))
     return _failure(source.filename, str(source.path), error)
 
 

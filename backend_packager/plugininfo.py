@@ -63,6 +63,7 @@ from typing import Any, Literal, Protocol
 from triton_backend_runtime import jsonlimits
 from triton_backend_runtime import manifest as m
 from triton_backend_runtime.errors import ManifestError
+from triton_backend_runtime.errors import describe as describe_error
 
 from . import fsutil, sandbox
 from .errors import ConfigError, WheelError
@@ -472,7 +473,7 @@ def _decode(answer: Path, limits: Limits) -> m.PluginInfo:
         doc = jsonlimits.loads(data, str(answer), ManifestError, limit=limits.answer_bytes)
         return _info(doc, limits)
     except Exception as exc:  # the child ran the plugin's code: its answer is hostile, any shape
-        return _failed("call-failed", f"no usable answer from the child: {type(exc).__name__}: {str(exc)[:300]}")
+        return _failed("call-failed", f"no usable answer from the child: {describe_error(exc, 300)}")
 
 
 def _read_answer(answer: Path, limit: int) -> bytes:

@@ -36,7 +36,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .errors import LoadError, VerifyError
+from .errors import LoadError, VerifyError, describe
 from .verdict import reason_of
 from .vocab import FAILED, LOADED
 from .vocab import PENDING as PENDING_STATE
@@ -105,7 +105,7 @@ def _give(plugin: PluginEntry, libtriton: Any) -> None:
     except Exception as exc:  # a plugin that fails must not break import triton
         plugin.state = FAILED
         plugin.reason = reason_of(
-            exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, f"{type(exc).__name__}: {exc}")
+            exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, describe(exc))
         )
         return
     plugin.state = LOADED

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .errors import SelectionError
+from .errors import SelectionError, describe
 from .registry import Registry
 
 DEFAULT_BACKEND_ENV = "TRITON_DEFAULT_BACKEND"
@@ -30,7 +30,7 @@ def probe_active(registry: Registry) -> None:
             entry.active = bool(driver.is_active())
         except Exception as exc:
             entry.active = False
-            entry.inactive_reason = f"is_active() raised {type(exc).__name__}: {exc}"
+            entry.inactive_reason = f"is_active() raised {describe(exc)}"
 
 
 def explain(registry: Registry, headline: str) -> str:

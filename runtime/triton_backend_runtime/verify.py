@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from . import dsse, dynsym, statement
 from . import manifest as m
 from .discovery import Distribution, other_dist_infos
-from .errors import ManifestError, SignatureError, TrustError, TrustStoreError, VerifyError
+from .errors import ManifestError, SignatureError, TrustError, TrustStoreError, VerifyError, describe
 from .installed import MAX_WALK_ENTRIES as MAX_WALK_ENTRIES
 from .installed import (
     Confinement,
@@ -99,7 +99,7 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
         verdict.status, verdict.problem = REJECTED, reason_of(exc)
     except Exception as exc:  # hostile input: any failure is this distribution's reason, only
         verdict.status = REJECTED
-        verdict.problem = Reason("verify.error", dist.manifest, f"cannot verify: {type(exc).__name__}: {exc}"[:500])
+        verdict.problem = Reason("verify.error", dist.manifest, f"cannot verify: {describe(exc)}"[:500])
     finally:
         ctx.hashes.settle()
     return verdict
