@@ -301,18 +301,13 @@ def record_lines(text: str) -> Iterator[tuple[int, list[str]]]:
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(text))
     number = 0
-    while True:
-        number += 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise RecordSyntaxError(number, str(exc)) from None
-        if row:
-            yield number, row
+    try:
+        for number, row in enumerate(csv.reader(io.StringIO(text)), 1):  # noqa: B007 (read below)
+            if row:
+                yield number, row
+    except csv.Error as exc:
+        raise RecordSyntaxError(number + 1, str(exc)) from None
 
 
 def record_row(text: str, wheel_path: str) -> str | None:
