@@ -21,18 +21,19 @@ def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tm
     from helpers.venv import make_venv
 
     venv = make_venv(tmp_path, triton_wheel)
-    code, doc = _adopt_real(venv.site, venv.key)
+    code, doc = _adopt_real(venv.site, venv.key, "--capture-plugins")
     assert code == 0, doc
     (outcome,) = doc["distributions"]
     assert outcome["backends"] == ["amd", "nvidia"] and outcome["artifacts"] > 500
     assert outcome["written"] == ["triton-3.9.0.dist-info/triton_backend.dsse.json", "triton-3.9.0.dist-info/RECORD"]
-    # Its bundled plugins asked what they are, from the installed files, as migrate asks the wheel's.
+    # Asked to, its bundled plugins say what they are (in the sandbox), from the installed files,
+    # as migrate asks the wheel's.
     adopted = manifest_plugins((venv.site / "triton-3.9.0.dist-info" / MANIFEST_FILENAME).read_bytes())
     migrated = _migrated_plugins(triton_wheel, tmp_path / "migrated", venv.key)
     assert adopted == migrated
     captured = {p.path: p.info for p in adopted if p.info is not None and p.info.captured}
     assert set(captured) >= {"triton/plugins/libTritonPluginsTestLib.so", "triton/plugins/libMLIRDialectPlugin.so"}
-    assert all(i.libtriton == "triton/_C/libtriton.so" for i in captured.values())
+    assert all(i.libtriton == "triton/_C/libtriton.so" and i.ran_in == "sandbox" for i in captured.values())
     assert venv.cli("trust", "add", str(venv.pub)).returncode == 0
     doctor = venv.cli("doctor", TRITON_BACKEND_POLICY="strict")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
@@ -49,7 +50,7 @@ def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tm
 
 
 def _migrated_plugins(wheel: Path, out: Path, key: Path) -> list[m.Plugin]:
-    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key))
+    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key), "--capture-plugins")
     assert done.returncode == 0, done.stderr
     with zipfile.ZipFile(out / wheel.name) as archive:
         plugins = manifest_plugins(archive.read(f"triton-3.9.0.dist-info/{MANIFEST_FILENAME}"))
@@ -57,6 +58,6 @@ def _migrated_plugins(wheel: Path, out: Path, key: Path) -> list[m.Plugin]:
     return plugins
 
 
-def _adopt_real(site: Path, key: Path) -> tuple[int, dict[str, Any]]:
-    done = run_cli("adopt", "triton", "--site-packages", str(site), "--key", str(key), "--json")
+def _adopt_real(site: Path, key: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = run_cli("adopt", "triton", "--site-packages", str(site), "--key", str(key), "--json", *extra)
     return done.returncode, json.loads(done.stdout)

@@ -146,8 +146,8 @@ def test_utlx_installed_beside_triton_390_is_refused_before_dlopen(venv: Any, tm
     utlx = fetch_wheel("triton-utlx==3.8.0.post16")
     env = {**os.environ, "PYTHONPATH": str(site38)}
     exe = Path(sys.executable).parent / "backend-packager"
-    done = subprocess.run([str(exe), "migrate", str(utlx), "-o", str(tmp_path / "out"), "--key", str(venv.key)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run([str(exe), "migrate", str(utlx), "-o", str(tmp_path / "out"), "--key", str(venv.key),
+                           "--capture-plugins"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     (site := tmp_path / "site").mkdir()
     pip_install(venv.python, tmp_path / "out" / utlx.name, site)

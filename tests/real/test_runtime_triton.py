@@ -188,7 +188,7 @@ def rival_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_two_backends_claiming_one_target(venv: Venv, demo_wheels: dict, rival_key: Path, tmp_path: Path) -> None:
-    """Different distributions, different backend names, one target: the rule picks one."""
+    """Different distributions, different backend names, one target: the trust store decides."""
     rival = write_wheel(
         tmp_path / "legacy", "rival-backend", "1.0", backend_files("rival_backend", "Rival", "demo-gpu"),
         {"rival": "rival_backend"},
@@ -209,16 +209,25 @@ def test_two_backends_claiming_one_target(venv: Venv, demo_wheels: dict, rival_k
         result = venv.probe(*(sites[n] for n in order), **trusted)
         return result, {n: backend_rows(result, n)[0] for n in ("demo", "rival")}
 
-    # both verified: the one earlier on sys.path keeps the target, whichever it is
-    for first, second in (("demo", "rival"), ("rival", "demo")):
-        result, row = outcome(first, second)
-        assert row[first]["state"] == "loaded" and first in result["table"], result["stderr"]
-        loser = row[second]
-        assert (loser["trust"], loser["state"]) == ("verified", "excluded") and second not in result["table"]
-        assert loser["reason"]["code"] == "conflict.target"
-        assert "'demo-gpu'" in loser["reason"]["message"] and f"backend {first!r}" in loser["reason"]["message"]
-        assert "conflict.target" not in str(row[first]["reason"])
+    # both verified, neither the core: neither keeps the target, in either sys.path order
+    for order in (("demo", "rival"), ("rival", "demo")):
+        result, row = outcome(*order)
+        for name in order:
+            assert (row[name]["trust"], row[name]["state"]) == ("verified", "excluded") and name not in result["table"]
+            assert row[name]["reason"]["code"] == "conflict.target"
+            assert "'demo-gpu'" in row[name]["reason"]["message"]
+            assert "trust pin target:demo-gpu DIST" in row[name]["reason"]["message"]
         assert "BackendWarning" in result["stderr"] and "demo-gpu" in result["stderr"]
+    # the trust store pins the target: its owner keeps it, from either place on sys.path
+    store = tmp_path / "store"
+    store.mkdir()
+    shutil.copy(venv.pub, store / "platform.pub")
+    (store / "pins").write_text("target:demo-gpu rival-backend\n")
+    for order in (("demo", "rival"), ("rival", "demo")):
+        result = venv.probe(*(sites[n] for n in order), TRITON_BACKEND_TRUSTED_KEYS=str(store))
+        pinned = {n: backend_rows(result, n)[0] for n in ("demo", "rival")}
+        assert pinned["rival"]["state"] == "loaded" and "rival" in result["table"], result["stderr"]
+        assert (pinned["demo"]["state"], pinned["demo"]["reason"]["code"]) == ("excluded", "conflict.target")
     # verified beats unverified, even from later on sys.path
     result, row = outcome("rival-untrusted", "demo")
     assert (row["rival"]["trust"], row["rival"]["state"]) == ("unverified", "excluded")
