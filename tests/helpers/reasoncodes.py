@@ -9,6 +9,7 @@ A code is ``<family>.<name>`` (``verify.sha256``, ``cache.too-large``): the fami
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +21,10 @@ TESTS = ROOT / "tests"
 NAME = r"[a-z0-9][a-z0-9-]*"
 
 
+@functools.cache
 def _sources(directory: Path) -> list[tuple[Path, ast.Module]]:
-    """Every module under ``directory`` (``rglob``: subpackages included), parsed."""
+    """Every module under ``directory`` (``rglob``: subpackages included), parsed once a run
+    (the trees are only read)."""
     return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(directory.rglob("*.py"))]
 
 
