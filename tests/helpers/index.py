@@ -2,8 +2,8 @@
 ``python -m build``), ``backend-packager mirror --json``, and the PEP 503/691 pages read back
 and checked against each other.
 
-The fixtures are imported by the mirror test modules (``from helpers.index import wheels, keys,
-src``), which makes pytest register them there.
+The mirror test modules take the fixtures by assignment (``wheels, keys, src = index.wheels,
+index.keys, index.src``), which makes pytest register them there.
 """
 
 from __future__ import annotations
