@@ -609,7 +609,7 @@ def _unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
         first = seen.setdefault(source.filename, source)
         if first is source:
             continue
-        if not _same_file(first.path, source.path):
+        if not _hard_links(first.path, source.path):
             error = MirrorError("duplicate", str(source.path), f"another source already provides {source.filename} "
                                 f"({first.path}); this one is ignored")
             failures[f"{source.path}"] = _failure(source.filename, str(source.path), error)
@@ -622,9 +622,10 @@ def _unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
     return kept, list(failures.values())
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def _hard_links(a: Path, b: Path) -> bool:
     """One file under two names (a mirror's pages link the hard links beside them, an old
-    page the outputs above): same device and inode."""
+    page the outputs above): same device and inode of the names themselves (``lstat``: a
+    symlink is not the file it names, unlike the runtime's ``verdictcache.same_file``)."""
     try:
         return os.path.samestat(os.lstat(a), os.lstat(b))
     except OSError:
