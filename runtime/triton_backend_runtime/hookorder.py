@@ -85,11 +85,13 @@ def imported_early(module: str, hook: str | None) -> None:
                          f"import, or set {pol.POLICY_ENV}=warn)\n")
         sys.stderr.flush()
         os._exit(1)
-    from . import registry as reg
-
-    reg.get().problems.append(reason)
+    # The registry takes FOUND when it starts; one that started before the hook (Triton and
+    # its registry imported by an earlier .pth) is told here, without importing it from below.
+    started = sys.modules.get(f"{__package__}.registry")
+    if started is not None:
+        started.get().problems.append(reason)
     if policy != STRICT:
-        reg.emit(f"triton-backend-runtime: {line}")
+        sys.stderr.write(f"triton-backend-runtime: {line}\n")
 
 
 def _runtime_cli() -> bool:

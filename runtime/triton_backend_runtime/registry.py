@@ -112,6 +112,10 @@ class Registry:
             self.notes: list[Reason] = []
             if complaint:
                 self.problems.append(reason_of(PolicyError("value", pol.POLICY_ENV, complaint)))
+            if f"{__package__}.hookorder" in sys.modules:  # loaded only where Triton came before the hook
+                from .hookorder import FOUND
+
+                self.problems += [found.reason() for found in FOUND]
             self.discovery: Discovery | None = None
             self.entries: list[Entry] = []
             self.plugins: list[PluginEntry] = []
