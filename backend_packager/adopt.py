@@ -663,6 +663,8 @@ class InstalledFiles:
         item = self.checked.get(artifact.path)
         if item is None:
             raise InstalledError("changed", self.installed.full(artifact.path), "not among the files checked")
+        if not plugininfo.plain_name(name):
+            raise InstalledError("changed", item.full, f"{name[:80]!r} is not a plain file name to place it under")
         fd, st = _open(item.full, Confinement(self.installed.site))
         if _identity(st) != item.identity:
             os.close(fd)

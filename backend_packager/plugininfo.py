@@ -346,6 +346,8 @@ def _libraries(needed: list[str], source: _Source, libdir: Path) -> list[Path]:
     (once per wheel), then the build environment's libtriton directory when the wheel has none."""
     dirs = [libdir]
     for name in needed:
+        if not plain_name(name):  # a path in DT_NEEDED: never a file name to write under libdir
+            continue
         member = _member_for(name, source)
         if member is None:
             continue
@@ -356,6 +358,11 @@ def _libraries(needed: list[str], source: _Source, libdir: Path) -> list[Path]:
         if member not in source.extracted:
             source.extracted[member] = source.files.place(source.members[member], libdir, name)
     return dirs
+
+
+def plain_name(name: str) -> bool:
+    """A file name of one component (what a library is placed under in the private directory)."""
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
 
 
 def _member_for(name: str, source: _Source) -> str | None:
@@ -373,6 +380,8 @@ def _member_for(name: str, source: _Source) -> str | None:
 
 def _extract(artifact: m.Artifact, wheel: Path, into: Path, name: str) -> Path:
     """Stream one member out of the wheel, never past its size, and check its sha256."""
+    if not plain_name(name):
+        raise WheelError("member", f"{wheel}!{artifact.path}", f"{name[:80]!r} is not a plain file name")
     into.mkdir(mode=0o700, exist_ok=True)
     target = into / name
     digest = hashlib.sha256()

@@ -181,6 +181,7 @@ def plan_document(plan: Plan, root: Path, limits: Limits) -> str:
         "parent": os.getpid(), "uid": os.getuid(), "gid": os.getgid(), "root": str(root), "steps": steps,
         "held": [[str(h.source), str(h.target), h.device, h.inode] for h in plan.held], "timeout": limits.timeout,
         "memory": limits.memory, "file_size": limits.file_size, "machine": os.uname().machine,
+        "env": dict(plan.env),
     })
 
 
@@ -191,7 +192,10 @@ def run(payload: str, argv: list[str], plan: Plan, root: Path, stderr: Path, lim
     root.mkdir(mode=0o700, exist_ok=True)
     command = [str(interpreter()), "-I", "-S", "-c", LAUNCHER, plan_document(plan, root, limits), payload, *argv]
     with open(stderr, "wb") as err:
-        child = subprocess.Popen(command, env=dict(plan.env), cwd="/", stdin=subprocess.DEVNULL,
+        # No environment for the launcher: an LD_LIBRARY_PATH there would load the wheel's
+        # libraries into it (libffi for ctypes) before any namespace exists. The payload gets
+        # the plan's, by execve inside the sandbox.
+        child = subprocess.Popen(command, env={}, cwd="/", stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=err, start_new_session=True)
         try:
             out, _ = child.communicate(timeout=limits.timeout + GRACE)
@@ -366,11 +370,8 @@ def worker():
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (plan["file_size"], plan["file_size"]))
         resource.setrlimit(resource.RLIMIT_AS, (plan["memory"], plan["memory"]))
-        sys.argv = ["-c", *args]
-        exec(compile(payload, "<payload>", "exec"), {"__name__": "__main__"})
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        # a new image: the loader reads the plan's LD_LIBRARY_PATH only at exec, here, inside
+        os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", payload, *args], plan["env"])
     except BaseException as exc:
         os.write(2, f"payload: {type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
     os._exit(code & 0xFF)
