@@ -66,12 +66,22 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
 
     guard(registry)
     check_plugin_paths(registry)  # raises under strict
-    verified = registry.libtriton_verified.get(os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
+    verified = _verified_identity(registry, os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
     if reason is None and verified is not None:
         from .autohook import after_import
 
         after_import(f"{package}._C.libtriton", lambda module: check_loaded(module, verified, registry))
     return reason
+
+
+def _verified_identity(registry: Any, lib: str) -> list[object] | None:
+    """The identity ``lib`` was verified with. The spec's origin is absolute, a verified path
+    is as its ``sys.path`` entry was written (``""`` is ``.``): the same file either way."""
+    table: dict[str, list[object]] = registry.libtriton_verified
+    found = table.get(lib)
+    if found is None:
+        found = next((ident for path, ident in table.items() if same_file(path, lib)), None)
+    return found
 
 
 def check_loaded(module: Any, verified: list[object], registry: Any) -> None:

@@ -206,10 +206,13 @@ def core_with_libtriton(site: Path, env: TrustEnv, tmp_path: Path) -> Dist:
     return dist
 
 
-def probe(site: Path, policy: str, library: Path, change: str) -> subprocess.CompletedProcess[str]:
-    run_env = {**os.environ, "PYTHONPATH": str(site), "TRITON_BACKEND_POLICY": policy}
+def probe(site: Path, policy: str, library: Path, change: str, *, relative: bool = False
+          ) -> subprocess.CompletedProcess[str]:
+    """The probe with ``site`` on PYTHONPATH; ``relative``: started in ``site`` instead, found
+    through ``sys.path[0] == ""`` (``python -c``), as ``python -m`` in a checkout finds it."""
+    run_env = {**os.environ, "PYTHONPATH": "" if relative else str(site), "TRITON_BACKEND_POLICY": policy}
     return subprocess.run([sys.executable, "-c", LOAD_PROBE, str(library), change], env=run_env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=site if relative else None)
 
 
 @pytest.mark.parametrize("change", ["replaced", "tampered", "rewritten"])
@@ -232,6 +235,16 @@ def test_a_libtriton_swapped_after_verification_is_caught_after_load_under_stric
     warned = probe(site, "warn", library, change)
     assert warned.returncode == 0 and "loaded" in warned.stdout, warned.stderr
     assert "verify.changed" in warned.stderr and str(library) in warned.stderr
+
+
+def test_a_libtriton_swapped_is_caught_with_a_relative_sys_path(env: TrustEnv, site: Path, tmp_path: Path) -> None:
+    """A ``sys.path`` entry relative to the start (``""``: ``python -c`` or ``-m`` in a
+    checkout): the module's origin is absolute, the verified path is not; the check still
+    finds the verified identity, and strict still fails closed."""
+    dist = core_with_libtriton(site, env, tmp_path)
+    library = dist.file("triton/_C/libtriton.so")
+    done = probe(site, "strict", library, "replaced", relative=True)
+    assert done.returncode == 3 and done.stdout.strip().endswith("(verify.changed)"), done.stdout + done.stderr
 
 
 def test_a_libtriton_loaded_as_verified_passes(env: TrustEnv, site: Path, tmp_path: Path) -> None:
