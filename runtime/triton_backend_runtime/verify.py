@@ -232,7 +232,10 @@ def _check_names(keyids: tuple[str, ...], trust: TrustStore, where: str, verdict
             backend.problem = reason_of(TrustStoreError("name", where, f"backend {backend.name[:100]!r}: {why}"))
     for plugin in verdict.plugins:
         terms = plugin.terms
-        claims = [("pass", terms.passes), ("dialect", terms.dialects), ("op", terms.ops)] if terms else []
+        claims = [("pass", terms.passes), ("dialect", terms.dialects), ("op", terms.ops)]  \
+            if terms is not None and terms.captured else [(k, ["*"]) for k in ("pass", "dialect", "op")]
+        # names never captured are unknown: whatever the library registers when loaded, so only
+        # a key granted any name of each kind (KIND:*, or unscoped) may vouch for them
         why = next((w for kind, names in claims for n in names if (w := ungranted(trust, keyids, kind, n))), None)
         if why is not None and plugin.problem is None:
             plugin.problem = reason_of(TrustStoreError("name", where, f"plugin {plugin.path[:200]!r}: {why}"))

@@ -266,6 +266,24 @@ def test_a_plugin_declares_only_granted_names(env: TrustEnv, site: Path, plugin_
     assert reason is not None and f"may declare {kind} {name!r}" in reason.message
 
 
+def test_a_plugin_whose_names_were_never_captured_needs_every_kind_granted(
+        env: TrustEnv, site: Path, plugin_so: Path) -> None:
+    """``not-run`` (migrate's default): what the library will register is unknown, so a key
+    granted some names only may not vouch for it; one granted any name of each kind may."""
+    bare_triton(site)
+    narrow = trusted(env, "narrow", "plug-a,pass:fuse,dialect:Fuse,op:fuse_op")
+    wide = trusted(env, "wide", "plug-b,pass:*,dialect:*,op:*")
+    for name, key in (("plug-a", narrow), ("plug-b", wide)):
+        dist = write_dist(site, name, backends={}, files={f"{name.replace('-', '_')}/libnames.so": plugin_so})
+        info = m.PluginInfo(captured=False, reason_code="not-run", reason="not asked")
+        dist.sign(key, edit=lambda man, info=info: setattr(  # type: ignore[misc]
+            man, "plugins", [replace(p, info=info) for p in man.plugins]))
+    reg = env.registry(site, policy="strict")
+    assert plugin_states(reg) == {"plug-a": ("excluded", "trust.name"), "plug-b": ("pending", None)}
+    reason = next(p.reason for p in reg.plugins if p.dist.name == "plug-a")
+    assert reason is not None and "may declare pass '*'" in reason.message
+
+
 @pytest.mark.parametrize(("kind", "names"), [
     ("pass", {"passes": ("fuse",)}), ("dialect", {"dialects": ("Fuse",)}), ("op", {"ops": ("fuse_op",)}),
 ])
