@@ -23,6 +23,7 @@ members are compared where the installer put them.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import urllib.error
 import urllib.request
@@ -229,7 +230,7 @@ def _open_url(url: str) -> urllib.response.addinfourl:
         return response  # (the scheme is checked above)
     except urllib.error.HTTPError as exc:
         raise InputError("against", url, f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:  # a bad status line too
         reason = getattr(exc, "reason", exc)
         raise InputError("against", url, f"cannot fetch: {reason}") from None
 
@@ -245,7 +246,7 @@ def _download(url: str, limit: int) -> bytes:
 def _read_within(response: urllib.response.addinfourl, limit: int, url: str) -> bytes:
     try:
         return response.read(limit)
-    except (OSError, ValueError) as exc:  # a timeout, a reset connection
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # a timeout, a reset, a short body
         raise InputError("against", url, f"cannot fetch: {exc}") from None
 
 

@@ -157,3 +157,28 @@ def test_a_remote_page_naming_a_local_file_is_refused(fork_wheel: Path, tmp_path
         with pytest.raises(InputError) as refused:
             published._fetch(f"https://index.example/{name}", None, None, tmp_path)
         assert refused.value.code == "input.against"
+
+
+@pytest.mark.parametrize("answer", [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\n" + b"X: " + b"y" * 70000 + b"\r\n"])
+def test_a_hostile_server_is_that_input_s_error(answer: bytes, tmp_path: Path) -> None:
+    """A status line that is no HTTP, or a header line past http.client's limit:
+    ``input.against``, never an exception of http.client's (not an OSError) as a traceback."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with pytest.raises(InputError) as refused:
+            published._download(f"http://127.0.0.1:{listener.getsockname()[1]}/simple/x/", 1 << 20)
+        assert refused.value.code == "input.against"
+    finally:
+        thread.join()
+        listener.close()
