@@ -48,7 +48,6 @@ import importlib.util
 import os
 import platform
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -424,16 +423,9 @@ def _call_sandboxed(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits
     if ran.status == "timeout":
         return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
     if ran.code != 0:
-        why = f"signal {_signal_name(ran.code)}" if ran.status == "signalled" else f"exit status {ran.code}"
+        why = f"signal {sandbox.signal_name(ran.code)}" if ran.status == "signalled" else f"exit status {ran.code}"
         return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(work / 'stderr')}")
     return _decode(answer, limits)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
 
 
 def _as_links(held: tuple[tuple[int, Path, Path], ...]) -> tuple[int, ...]:
@@ -464,7 +456,7 @@ def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits, fds: tup
         finally:
             sandbox.kill_group(child)  # whatever the plugin started in its session goes too
     if code != 0:
-        why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        why = f"signal {sandbox.signal_name(-code)}" if code < 0 else f"exit status {code}"
         return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(tmp / 'stderr')}")
     return _decode(answer, limits)
 

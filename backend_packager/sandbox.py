@@ -207,6 +207,14 @@ def run(payload: str, argv: list[str], plan: Plan, root: Path, stderr: Path, lim
     return _outcome(out[:MAX_REPORT], child.returncode)
 
 
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; the number for one Python has no name for (a real-time signal)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
 def kill_group(child: subprocess.Popen[bytes]) -> None:
     """Kill a child started in its own session, and whatever it started there, and reap it."""
     try:
@@ -225,7 +233,7 @@ def _outcome(report: bytes, code: int) -> Outcome:
             return Outcome(doc["status"], int(doc.get("code", 0)), str(doc.get("detail", ""))[:500])
     except ValueError:
         pass
-    why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    why = f"signal {signal_name(-code)}" if code < 0 else f"exit status {code}"
     return Outcome("no-sandbox", detail=f"the sandbox launcher ended without a report ({why})")
 
 

@@ -2,6 +2,7 @@
  * of the triton 3.9 wheel) that needs libtriton.so (the tests link it against
  * stub_libtriton.c). Names and behaviour come from -D flags, so one source gives plugins that
  * share a pass, dialect or op name, hang, crash, claim another API version or hog memory. */
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -73,6 +74,10 @@ PluginInfo *tritonGetPluginInfo(void) {
 #endif
 #ifdef CRASH
   *(volatile int *)NULL = 1;
+#endif
+#ifdef DIE_BY_SIGNAL /* a signal Python has no name for: a real-time one */
+  signal(DIE_BY_SIGNAL, SIG_DFL);
+  raise(DIE_BY_SIGNAL);
 #endif
 #ifdef HOG
   if (malloc((size_t)HOG << 20) == NULL) return NULL;

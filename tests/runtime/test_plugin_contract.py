@@ -104,12 +104,14 @@ def test_captured_against_the_build_environments_triton(libs: Libs, tmp_path: Pa
 @pytest.mark.parametrize(("variant", "code"), [
     ("no-libtriton", "no-libtriton"), ("hang", "timeout"), ("crash", "call-failed"), ("api3", "api-version"),
     ("hog", "call-failed"), ("foreign", "foreign-arch"), ("v1", "api-version"), ("unresolved", "load-failed"),
+    ("realtime-signal", "call-failed"),
 ])
 def test_not_captured_says_why(variant: str, code: str, libs: Libs, elf_files: ElfFixtures, tmp_path: Path) -> None:
     limits = plugininfo.Limits(timeout=3, memory=1 << 30)
     stub: Path | None = libs.stub
     plugin = {"hang": lambda: libs.plugin("hang", "HANG"), "crash": lambda: libs.plugin("crash", "CRASH"),
               "api3": lambda: libs.plugin("api3", "API_VERSION=3"), "hog": lambda: libs.plugin("hog", "HOG=2048"),
+              "realtime-signal": lambda: libs.plugin("rt", "DIE_BY_SIGNAL=40"),
               "v1": lambda: elf_files.plugin_v1}.get(variant, lambda: libs.plugin("good"))()
     if variant == "no-libtriton":
         stub = None
@@ -126,6 +128,8 @@ def test_not_captured_says_why(variant: str, code: str, libs: Libs, elf_files: E
     assert info.reason is not None and "backend-packager-plugin-" not in info.reason  # reproducible
     if variant == "unresolved":
         assert f"{PLUGIN}: undefined symbol: tritonStubAbi" in info.reason
+    if variant == "realtime-signal":
+        assert "signal 40" in info.reason
     assert leftovers() == []
 
 
