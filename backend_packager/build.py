@@ -28,15 +28,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import config as config_mod
-from . import entrypoints
-from .epoch import source_date_epoch
-from .errors import ConfigError, TrustError, WheelError
+from .base import ConfigError, TrustError, WheelError, source_date_epoch
+from .formats import entrypoints
+from .manifest import config as config_mod
 
 if TYPE_CHECKING:
-    from .assemble import Injection
-    from .signing import SigningKey
-    from .wheelfile import WheelContents
+    from .manifest import Injection, SigningKey
+    from .wheel import WheelContents
 
 # A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
@@ -155,7 +153,7 @@ def inject_entry_points(dist_info: Path, cfg: config_mod.Config) -> None:
     """Merge the configured ``[triton.backends]`` into ``dist_info/entry_points.txt``."""
     file = dist_info / "entry_points.txt"
     existing = entrypoints.parse(file.read_text(encoding="utf-8"), str(file)) if file.exists() else {}
-    from .fsutil import atomic_write
+    from .base import atomic_write
 
     atomic_write(file, entrypoints.render(entry_points_for(existing, cfg)).encode("utf-8"))
 
@@ -221,7 +219,7 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
 
 def signing_key(cfg: config_mod.Config) -> SigningKey | None:
     """The configured key; without one, a warning (hash-only) or, if required, an error."""
-    from . import signing
+    from .manifest import signing
 
     if cfg.signing_key is not None:
         if not cfg.signing_key.is_file():
@@ -257,9 +255,9 @@ def describe_build(contents: WheelContents, cfg: config_mod.Config, *, editable:
     config) and the entry points injected with it, which it vouches for like every file.
     With ``wheel`` (the inner backend's output), each plugin's own declaration is captured
     from it and the declared contract checked against that (:mod:`.plugininfo`)."""
-    from triton_backend_runtime import manifest as m
+    from triton_backend_runtime.manifest import model as m
 
-    from . import assemble
+    from .manifest import contents as assemble
 
     # An editable wheel holds a path hook, not the package: there is nothing to look for in it.
     for spec in () if editable else cfg.backends:
@@ -285,7 +283,8 @@ _CAPTURE: dict[str, Any] = {"auto": "sandbox-or-unsafe", "sandbox": "sandbox", "
 
 def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, wheel: Path | None) -> list[Any]:
     """The wheel's plugins, each with its declared contract and (from ``wheel``) captured info."""
-    from . import assemble, plugininfo
+    from .manifest import contents as assemble
+    from .manifest import plugininfo
 
     plugins = assemble.find_plugins(contents.artifacts)
     found = {p.path for p in plugins}

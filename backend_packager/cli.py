@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_backend_runtime import manifest as manifest_mod
-from triton_backend_runtime import schema
-from triton_backend_runtime.cligrammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
-from triton_backend_runtime.errors import TrustStoreError, printable
+from triton_backend_runtime.base import TrustStoreError, printable
+from triton_backend_runtime.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
+from triton_backend_runtime.manifest import model as manifest_mod
+from triton_backend_runtime.manifest import schema
 
 from . import __version__
-from .errors import InputError, TrustError
+from .base import InputError, TrustError
 
 PROG = "backend-packager"
 
@@ -43,7 +43,7 @@ def _end_progress(enabled: bool) -> None:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    from .scan import scan_paths
+    from .commands import scan_paths
 
     live = sys.stderr.isatty() and not args.json
     result = scan_paths(args.paths, progress=_progress(live))
@@ -93,7 +93,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from . import signing
+    from .manifest import signing
 
     private, public = key_paths(args.output)
     for path in (private, public):
@@ -131,8 +131,7 @@ def _signing_key(path: Path | None) -> Any:
     Called before any input is opened: the key's path and its passphrase are taken out of
     the environment first, so that no child (and nothing that reads this process's
     ``/proc/PID/environ``) finds them."""
-    from . import signing
-    from .config import SIGNING_KEY_ENV
+    from .manifest import SIGNING_KEY_ENV, signing
 
     named = signing.take_env(SIGNING_KEY_ENV)
     passphrase = signing.take_env(signing.PASSPHRASE_ENV)
@@ -145,7 +144,7 @@ def _capture_policy(args: argparse.Namespace) -> Any:
     """--capture-plugins[-unsafe-no-sandbox] as a :data:`.plugininfo.Policy` (off by
     default: loading a plugin runs its code); the unsafe flag warns where it takes effect."""
     if args.capture_plugins_unsafe_no_sandbox:
-        from .sandbox import available
+        from .scanning import available
 
         why = available()
         if why is not None:
@@ -167,8 +166,8 @@ def _backend_overrides(values: list[str]) -> dict[str, str]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from .migrate import Options, migrate_many
-    from .progress import WheelProgress
+    from .base import WheelProgress
+    from .commands import Options, migrate_many
 
     try:
         overrides = _backend_overrides(args.backend)
@@ -200,7 +199,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _wheels_in(paths: list[Path]) -> list[Path]:
     """Wheel files as given and every ``*.whl`` of a directory; none at all is a usage error."""
-    from .migrate import expand_inputs
+    from .commands import expand_inputs
 
     wheels = expand_inputs(paths)
     if not wheels:
@@ -230,8 +229,8 @@ def _print_outcome(outcome: Any, quiet: bool = False) -> None:
 def cmd_adopt(args: argparse.Namespace) -> int:
     """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
     RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
-    from .adopt import adopt
-    from .errors import ConfigError
+    from .base import ConfigError
+    from .commands.adopt import adopt
 
     try:
         key = _signing_key(args.key)
@@ -292,8 +291,8 @@ def _print_adoption(outcome: Any, quiet: bool) -> None:
 def cmd_mirror(args: argparse.Namespace) -> int:
     """Exit 0 when every wheel is served, 1 when any failed, 2 for usage, an unusable source
     or key, or (with --no-wait) an output directory another run holds."""
-    from . import mirror
-    from .progress import WheelProgress
+    from .base import WheelProgress
+    from .commands import mirror
 
     bars: list[WheelProgress] = []
 
@@ -354,8 +353,8 @@ def _print_mirror(run: Any) -> None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from triton_backend_runtime.trust import TrustStore, parse_key_file
 
-    from .fsutil import read_input
-    from .verify import verify_wheel
+    from .base import read_input
+    from .commands import verify_wheel
 
     keys = []
     for path in args.trust:
@@ -391,7 +390,7 @@ def _key_label(store: Any, keyid: str) -> str:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from . import scaffold
+    from .commands import scaffold
 
     project = scaffold.project_for(args.directory, args.name, args.backend, args.package)
     written = scaffold.init(args.directory, project)
@@ -412,7 +411,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspection import as_json, inspect_wheel, render
+    from .commands import as_json, inspect_wheel, render
 
     docs: list[dict[str, Any]] = []
     failed = False

@@ -6,7 +6,7 @@ description into a manifest and the files to add, the manifest is sealed, and th
 gets finished bytes. Nothing flows back, and only this module knows about signing.
 
 The output: every unchanged member copied as raw compressed bytes, never re-deflated (see
-:mod:`backend_packager.writer`); the manifest envelope and the plan's files
+:mod:`backend_packager.wheel.writer`); the manifest envelope and the plan's files
 (``entry_points.txt``) written into ``.dist-info``; RECORD regenerated from the bytes
 actually seen; ``.dist-info`` last and RECORD last of all; members in sorted order; the
 file appears under its final name only when complete. The manifest vouches for every file
@@ -22,12 +22,9 @@ from pathlib import Path
 
 from triton_backend_runtime.manifest import COVERAGE_ALL
 
-from .assemble import Injection
-from .errors import WheelError
-from .fsutil import atomic_output
-from .signing import SigningKey, seal
-from .wheelfile import WheelArchive, WheelContents, manifest_member
-from .writer import Progress, WheelWriter
+from .base import WheelError, atomic_output
+from .manifest import Injection, SigningKey, seal
+from .wheel import Progress, WheelArchive, WheelContents, WheelWriter, manifest_member
 
 Plan = Callable[[WheelContents], Injection]
 

@@ -1,6 +1,6 @@
 """Capturing triton 3.9.0's bundled plugins in the sandbox, against the unsandboxed child.
 
-What is timed: :func:`backend_packager.plugininfo.capture_all` over the triton 3.9.0 wheel's
+What is timed: :func:`backend_packager.manifest.plugininfo.capture_all` over the triton 3.9.0 wheel's
 plugin libraries (``triton/plugins/*.so``, which need the wheel's own ``libtriton.so``):
 each library, and ``libtriton.so`` (~500 MB) once, extracted from the wheel and checked
 against its sha256, then one child per plugin that ``dlopen``\\ s it and calls
@@ -28,10 +28,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _wheels import best, fetch_wheel  # noqa: E402
-from triton_backend_runtime import manifest as m  # noqa: E402
+from triton_backend_runtime.manifest import model as m  # noqa: E402
 
-from backend_packager import assemble, plugininfo, sandbox  # noqa: E402
-from backend_packager.artifacts import artifact_from_file  # noqa: E402
+from backend_packager.manifest import contents as assemble
+from backend_packager.manifest import plugininfo
+from backend_packager.scanning import sandbox  # noqa: E402
+from backend_packager.scanning.artifacts import artifact_from_file  # noqa: E402
 
 RUNS = 3
 LIBTRITON = "triton/_C/libtriton.so"

@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "runtime"))
 
 from _wheels import signed_triton_site  # noqa: E402
-from triton_backend_runtime import dsse  # noqa: E402
-from triton_backend_runtime import manifest as m  # noqa: E402
-from triton_backend_runtime.verify import MAX_TAG_PARTS  # noqa: E402
+from triton_backend_runtime.manifest import model as m  # noqa: E402
+from triton_backend_runtime.trust import dsse  # noqa: E402
+from triton_backend_runtime.verification.distribution import MAX_TAG_PARTS  # noqa: E402
 
 NAME, VERSION = "aaa-hostile", "1.0"
 INFO = "aaa_hostile-1.0.dist-info"
@@ -62,7 +62,7 @@ import triton
 """
 CHECK = IMPORT + """
 import json
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 reg = registry.get()
 print(json.dumps({"used": reg.used_by_triton, "entries": sorted({e.trust for e in reg.entries}),
                   "verdicts": {k.rsplit("/", 1)[-1]: [v.status, v.problem.code if v.problem else None,
@@ -87,7 +87,7 @@ def renamed(triton: dict[str, Any]) -> dict[str, Any]:
 
 
 def values(body: bytes) -> int:
-    from triton_backend_runtime.jsonlimits import _NOT_BRACKETS, _outside_strings
+    from triton_backend_runtime.base.jsonlimits import _NOT_BRACKETS, _outside_strings
 
     outside = _outside_strings(body)
     return outside.count(b",") + len(outside.translate(None, _NOT_BRACKETS)) // 2 + 1

@@ -1,7 +1,7 @@
 """``backend-packager mirror`` over 50 small backend wheels plus the real triton 3.9.0.
 
 Reference, measured in the same run: the sum of migrating each wheel alone
-(:func:`backend_packager.migrate.migrate_wheel`, in this process, ``jobs`` = cores, as a
+(:func:`backend_packager.commands.migrate.migrate_wheel`, in this process, ``jobs`` = cores, as a
 person running ``migrate`` on each wheel would get at best). Target: the first mirror run
 (hashing every input and output, writing the index and the state besides) at a ratio of
 1.0 or below, with ``--jobs`` = cores. Then the re-run over the unchanged mirror, in
@@ -71,7 +71,7 @@ def plugin_library(tmp: Path) -> bytes:
 
 def alone(wheels: list[Path], out: Path, key: object, jobs: int) -> tuple[float, float]:
     """The reference: each wheel migrated by itself, one after the other (wall, CPU seconds)."""
-    from backend_packager.migrate import migrate_wheel
+    from backend_packager.commands.migrate import migrate_wheel
 
     shutil.rmtree(out, ignore_errors=True)
     wall, cpu = 0.0, time.process_time()
@@ -85,7 +85,7 @@ def alone(wheels: list[Path], out: Path, key: object, jobs: int) -> tuple[float,
 
 def mirrored(src: Path, out: Path, key: object, jobs: int, fresh: bool = False) -> tuple[float, float, dict[str, int]]:
     """One mirror run (wall, CPU seconds, counts); ``fresh`` starts from an empty OUTDIR."""
-    from backend_packager.mirror import mirror
+    from backend_packager.commands.mirror import mirror
 
     if fresh:
         shutil.rmtree(out, ignore_errors=True)
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="alternating runs of each; the best is kept "
                         "(default: 2)")
     args = parser.parse_args()
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     jobs = os.cpu_count() or 1
     triton = fetch_wheel("triton==3.9.0")

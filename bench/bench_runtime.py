@@ -48,7 +48,7 @@ DISCOVERY = """
 import time, sys
 t0 = time.perf_counter()
 if sys.argv[1] == "ours":
-    from triton_backend_runtime.discovery import discover
+    from triton_backend_runtime.site.discovery import discover
     call = lambda: discover().candidates
 else:
     from importlib.metadata import entry_points
@@ -124,7 +124,7 @@ def main() -> None:
             "cold": (pythons["hooked"], _env(work, runtime, TRITON_BACKEND_REHASH="1", **trusted)),
         }
         check = (
-            "import triton.backends as b; from triton_backend_runtime import registry as r; g = r.get(); "
+            "import triton.backends as b; from triton_backend_runtime.loading import registry as r; g = r.get(); "
             "files = sum(len(v.files) for v in g.verdicts.values()); assert g.used_by_triton and g.core is None "
             "and {e.trust for e in g.entries} == {'verified'}, g.report(); "
             "print(files, {v.coverage for v in g.verdicts.values()})"

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _wheels import fetch_wheel  # noqa: E402
 
-from backend_packager.elf import scan_elf  # noqa: E402
+from backend_packager.scanning.elf import scan_elf  # noqa: E402
 
 MEMBER = "triton/_C/libtriton.so"
 
@@ -137,7 +137,7 @@ def _sha256(lib: Path) -> str:
 
 def _startup(lib: Path, repeat: int) -> float:
     """Median wall time of a process that starts and imports what ``scan`` imports, no more."""
-    code = "import backend_packager.cli, backend_packager.scan"
+    code = "import backend_packager.cli, backend_packager.commands.scan"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(lib.parent / "pycache")
     return timed(lambda: subprocess.run([sys.executable, "-c", code], check=True, env=env), repeat)

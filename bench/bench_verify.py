@@ -37,8 +37,8 @@ from _wheels import signed_triton_site  # noqa: E402
 OURS = """
 import json, sys, time
 t0 = time.perf_counter()
-from triton_backend_runtime import registry
-from triton_backend_runtime.installed import hash_workers
+from triton_backend_runtime.loading import registry
+from triton_backend_runtime.site.installed import hash_workers
 reg = registry.get()
 reg.verify(rehash=True)
 elapsed = time.perf_counter() - t0
@@ -78,7 +78,9 @@ print(json.dumps({"seconds": elapsed, "files": len(files), "bytes": sum(s for _,
 # Each step of verify._verify, timed by replacing the module global it is called through.
 PHASES = """
 import json, time
-from triton_backend_runtime import installed, registry, verify
+from triton_backend_runtime.site import installed
+from triton_backend_runtime.loading import registry
+from triton_backend_runtime.verification import distribution as verify
 times = {}
 def timed(owner, name, label):
     inner = getattr(owner, name)

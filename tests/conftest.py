@@ -55,7 +55,7 @@ def site(tmp_path: Path) -> Path:
 def big_elf(elf_files: ElfFixtures, tmp_path: Path) -> Path:
     """A real library with HASH_IN_CHILD bytes of trailing data (what debug sections add): the
     scan hashes it in a forked child."""
-    from backend_packager.artifacts import HASH_IN_CHILD
+    from backend_packager.scanning.artifacts import HASH_IN_CHILD
 
     path = tmp_path / "libbig.so"
     path.write_bytes(elf_files.exports.read_bytes() + os.urandom(1 << 16) * (HASH_IN_CHILD >> 16))

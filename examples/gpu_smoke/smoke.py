@@ -59,7 +59,7 @@ def main() -> None:
         import triton.backends as tb
 
         result["backends"] = sorted(tb.backends)
-        from triton_backend_runtime import registry
+        from triton_backend_runtime.loading import registry
 
         rows = registry.get().report()["backends"]
         result["registry"] = [{k: b.get(k) for k in ("name", "trust", "state", "reason")} for b in rows]

@@ -88,7 +88,7 @@ class _Loader:
     def exec_module(self, module: Any) -> None:
         spec = getattr(module, "__spec__", None)
         if _state["core"] and self.fullname == CORE_MODULE:
-            from .core import check_core
+            from .triton import check_core
 
             check_core(spec)  # raises ImportError under strict
         origin = getattr(spec, "origin", None)
@@ -109,7 +109,7 @@ class _Loader:
         from .hook import patch_source
 
         if verified is not None and origin is not None:
-            from .bytecode import verified_source
+            from .triton import verified_source
 
             data = _verified(verified_source, origin, verified)  # the bytes that were verified
             source = data.decode("utf-8") if data is not None else self.inner.get_source(self.fullname)
@@ -127,7 +127,7 @@ class _Loader:
 
 
 def _verified_code(origin: str, verified: list[object]) -> Any:
-    from .bytecode import code_for
+    from .triton import code_for
 
     return _verified(code_for, origin, verified)
 
@@ -135,13 +135,13 @@ def _verified_code(origin: str, verified: list[object]) -> Any:
 def _verified(read: Callable[[str, list[object]], Any], origin: str, verified: list[object]) -> Any:
     """``read(origin, verified)``; a source changed since it was verified is refused under
     strict and, under warn, imported as Python would (None) with a warning."""
-    from .bytecode import SourceChanged
+    from .triton import SourceChanged
 
     try:
         return read(origin, verified)
     except SourceChanged as exc:
-        from . import registry
-        from .vocab import STRICT
+        from .base import STRICT
+        from .loading import registry
 
         if registry.get().policy == STRICT:
             raise
@@ -172,7 +172,7 @@ def install() -> None:
     _state["core"] = True
     _ensure_finder()
     if first and CORE_MODULE in sys.modules:
-        from .hookorder import calling_pth, imported_early
+        from .loading import calling_pth, imported_early
 
         imported_early(CORE_MODULE, calling_pth())
 

@@ -40,10 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import registry as reg
-from .errors import PolicyError
-from .verdict import reason_of
-from .vocab import BAD_STATES, LOADED, OFF, PENDING, STRICT
+from .base import BAD_STATES, LOADED, OFF, PENDING, STRICT, PolicyError
+from .loading import registry as reg
+from .verification import reason_of
 
 PATCH_ANCHOR = "backends: dict[str, Backend] = _discover_backends()\n"
 PATCH_BLOCK = '''\
@@ -198,19 +197,19 @@ def _after_load(registry: reg.Registry) -> None:
     _fold_cache_key(registry)
     if any(p.state == PENDING for p in registry.plugins):
         from .autohook import after_import
-        from .plugins import LIBTRITON
+        from .triton import LIBTRITON
 
         # after the hand-over registered before this: a plugin that then fails leaves the key
         after_import(LIBTRITON, lambda _module: _fold_cache_key(registry))
     watch_driver(registry)
-    from .pluginguard import guard
+    from .triton import guard
 
     guard(registry)  # a plugin package's own extend_with call is checked too
 
 
 def _fold_cache_key(registry: reg.Registry) -> None:
     """The manifests and admitted plugins in use, into Triton's compile cache key."""
-    from .compilekey import isolate, manifest_digest, plugin_keys
+    from .triton import isolate, manifest_digest, plugin_keys
 
     items: list[reg.Entry | reg.PluginEntry] = [*registry.entries, *registry.plugins]
     used = [
@@ -243,7 +242,7 @@ def watch_driver(registry: reg.Registry) -> None:
 
 
 def _wrap(module: Any, registry: reg.Registry) -> None:
-    from .selection import wrap_create_driver
+    from .triton import wrap_create_driver
 
     original = getattr(module, "_create_driver", None)
     if original is not None and not hasattr(original, "__wrapped__"):

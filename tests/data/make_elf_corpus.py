@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import elfgen as g  # noqa: E402
 
-from backend_packager import elf  # noqa: E402
+from backend_packager.scanning import elf  # noqa: E402
 
 Maker = Callable[[], bytes]
 

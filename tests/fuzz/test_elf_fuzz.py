@@ -16,11 +16,11 @@ from pathlib import Path
 from helpers import elfgen
 from helpers.cli import run_cli
 from hypothesis import HealthCheck, given, settings
-from triton_backend_runtime.manifest import Artifact
+from triton_backend_runtime.manifest.model import Artifact
 
-from backend_packager.artifacts import ArtifactSink, artifact_from_file
-from backend_packager.elf import CaptureMiss
-from backend_packager.errors import ElfError
+from backend_packager.base.errors import ElfError
+from backend_packager.scanning.artifacts import ArtifactSink, artifact_from_file
+from backend_packager.scanning.elf import CaptureMiss
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 #: Every how many examples one is kept for the CLI run.

@@ -39,10 +39,10 @@ from helpers.alarm import Hang, alarm
 from helpers.disttree import Key, make_key, write_dist
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import registry
-from triton_backend_runtime.__main__ import PROG, main
 from triton_backend_runtime.autohook import pth_path
-from triton_backend_runtime.trust import PublicKey, keyid_of
+from triton_backend_runtime.cli.main import PROG, main
+from triton_backend_runtime.loading import registry
+from triton_backend_runtime.trust.keys import PublicKey, keyid_of
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
 HANG_SECONDS = 2.0
@@ -310,7 +310,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     VENDOR_PUB = Path()
 
 
-@pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry.BackendWarning")
+@pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(world=worlds, command=commands)

@@ -33,14 +33,14 @@ import pytest
 from helpers.disttree import Dist, Key, TrustEnv, make_key, seal_payload, statement_of, stub_loader, write_dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime.discovery import Distribution
-from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.registry import Registry
-from triton_backend_runtime.trust import TrustStore, load_trust_store
-from triton_backend_runtime.verdict import Verdict
-from triton_backend_runtime.verify import Context, verify_distribution
+from triton_backend_runtime.loading.registry import Registry
+from triton_backend_runtime.site.discovery import Distribution
+from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.trust.keys import TrustStore, load_trust_store
+from triton_backend_runtime.verification.distribution import Context, verify_distribution
+from triton_backend_runtime.verification.verdict import Verdict
 
-pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry.BackendWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 
 #: No example may take longer than this (verifying these trees takes milliseconds).
 SLOW = 2.0
@@ -464,7 +464,7 @@ def _depth(value: Any) -> int:
 def test_nesting_depth_is_the_parsed_depth(value: Any, ascii_only: bool) -> None:
     """Brackets and backslashes inside strings never count: the byte-level scan gives the
     depth of what json.loads builds, for any document (escapes included)."""
-    from triton_backend_runtime.jsonlimits import nesting_depth
+    from triton_backend_runtime.base.jsonlimits import nesting_depth
 
     data = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8")
     assert nesting_depth(data, stop=1000) == _depth(json.loads(data))

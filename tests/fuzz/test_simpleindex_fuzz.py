@@ -14,7 +14,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend_packager import mirror, simpleindex
+from backend_packager.commands import mirror
+from backend_packager.formats import simpleindex
 
 WHEEL = "demo-1.0-py3-none-any.whl"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))

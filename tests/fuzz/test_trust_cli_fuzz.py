@@ -25,9 +25,9 @@ import pytest
 from helpers.alarm import alarm
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import revocation
-from triton_backend_runtime.__main__ import PROG, main
-from triton_backend_runtime.trust import PublicKey, keyid_of, load_trust_store
+from triton_backend_runtime.cli.main import PROG, main
+from triton_backend_runtime.trust import revocation
+from triton_backend_runtime.trust.keys import PublicKey, keyid_of, load_trust_store
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))
 HANG_SECONDS = 2.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from backend_packager import config
+from backend_packager.manifest import config
 
 PLUGIN = "contract_pkg/libcontract.so"
 

@@ -5,7 +5,7 @@ leaves it (``<package>/`` files and ``<name>-<version>.dist-info/`` with METADAT
 ``entry_points.txt``), and a manifest that is a real DSSE envelope over a real in-toto
 statement, described from the files as they are on disk (real sha256 and size; ELF facts
 scanned by the packager's own ``artifact_from_file``) and signed with real Ed25519 keys
-made by ``backend_packager.signing``. :class:`TrustEnv` points the runtime's trust store,
+made by ``backend_packager.manifest.signing``. :class:`TrustEnv` points the runtime's trust store,
 cache and policy at the temporary directory, so nothing touches this machine.
 """
 
@@ -22,18 +22,19 @@ from typing import Any, ClassVar
 
 import pytest
 from packaging.tags import sys_tags
-from triton_backend_runtime import discovery, dsse
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.registry import Entry, Registry
-from triton_backend_runtime.statement import statement_bytes
-from triton_backend_runtime.trust import load_trust_store
-from triton_backend_runtime.verdict import Verdict
-from triton_backend_runtime.verify import Context, verify_distribution
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.loading.registry import Entry, Registry
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.site import discovery
+from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.keys import load_trust_store
+from triton_backend_runtime.trust.statement import statement_bytes
+from triton_backend_runtime.verification.distribution import Context, verify_distribution
+from triton_backend_runtime.verification.verdict import Verdict
 
-from backend_packager import signing
-from backend_packager.artifacts import artifact_from_file
+from backend_packager.manifest import signing
+from backend_packager.scanning.artifacts import artifact_from_file
 
 #: The most specific wheel tag of this interpreter: what a wheel built here would carry.
 TAG = str(next(iter(sys_tags())))
@@ -144,7 +145,7 @@ class Dist:
 
 def write_record(dist: Dist) -> None:
     """The RECORD an installer writes (PEP 376 rows), from the files as they are now."""
-    from backend_packager.records import hash_field
+    from backend_packager.formats.records import hash_field
 
     rows = []
     for path in dist.wheel_paths():
@@ -235,7 +236,7 @@ class TrustEnv:
         return self.root / "cache"
 
     def cache_file(self) -> Path:
-        from triton_backend_runtime.verdictcache import cache_file
+        from triton_backend_runtime.verification.cache import cache_file
 
         return Path(cache_file())
 

@@ -3,11 +3,11 @@ plugins an envelope declares."""
 
 from __future__ import annotations
 
-from triton_backend_runtime import dsse
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager.artifacts import artifact_from_file
+from backend_packager.scanning.artifacts import artifact_from_file
 from helpers.csrc import ElfFixtures
 
 

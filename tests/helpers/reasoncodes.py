@@ -69,13 +69,13 @@ def raised_codes() -> set[str]:
     """Every code the runtime can give at load time: ``SomeError("name", ...)`` with the class's
     family, a whole code written as a string (not in a docstring or comment), and the
     ``too-large`` and ``json`` of each error class handed to ``jsonlimits.loads``. The runtime
-    CLI's ``__main__`` is left out: its usage errors are not load-time reasons."""
+    CLI (``cli/``) is left out: its usage errors are not load-time reasons."""
     prefixes = error_prefixes()
     families = sorted(set(prefixes.values()) - {"error"})
     whole = re.compile(rf"(?:{'|'.join(families)})\.{NAME}")
     codes: set[str] = set()
     for path, tree in _sources(RUNTIME):
-        if path.name == "__main__.py":
+        if path.name == "__main__.py" or path.relative_to(RUNTIME).parts[0] == "cli":
             continue
         codes |= {s for s in _strings(tree, _docstrings(tree)) if whole.fullmatch(s)}
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):

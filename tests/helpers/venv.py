@@ -26,7 +26,7 @@ warnings.simplefilter("always")
 import triton.backends as tb
 table = {k: v.compiler.__module__ + "." + v.compiler.__name__ for k, v in tb.backends.items()}
 try:
-    from triton_backend_runtime import registry
+    from triton_backend_runtime.loading import registry
     report = registry.get().report()
 except ImportError:
     report = None
@@ -64,7 +64,7 @@ class Venv:
         return dict(json.loads(done.stdout.strip().splitlines()[-1]), stderr=done.stderr)
 
     def cli(self, *args: str, paths: tuple[Path, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
-        code = f"import sys; from triton_backend_runtime.__main__ import main; sys.exit(main({list(args)!r}))"
+        code = f"import sys; from triton_backend_runtime.cli.main import main; sys.exit(main({list(args)!r}))"
         return self.run(code, *paths, **env)
 
 
@@ -99,11 +99,11 @@ def backend_rows(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
 def cosigned_site(site: Path, out: Path, keys: list[Path]) -> Path:
     """A hard-linked copy of ``site`` whose triton manifest is signed by every key in ``keys``
     (the same statement, more signatures): a core that verifies under a higher threshold."""
-    from triton_backend_runtime import dsse
-    from triton_backend_runtime.manifest import MANIFEST_FILENAME
-    from triton_backend_runtime.statement import manifest_from_statement
+    from triton_backend_runtime.manifest.model import MANIFEST_FILENAME
+    from triton_backend_runtime.trust import dsse
+    from triton_backend_runtime.trust.statement import manifest_from_statement
 
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     subprocess.run(["cp", "-al", str(site), str(out)], check=True)
     (envelope,) = out.glob(f"triton-*.dist-info/{MANIFEST_FILENAME}")

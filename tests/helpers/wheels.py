@@ -18,11 +18,11 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from triton_backend_runtime import dsse
-from triton_backend_runtime.manifest import MANIFEST_FILENAME, Manifest
-from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.manifest.model import MANIFEST_FILENAME, Manifest
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 from helpers.projects import ROOT, rezip
 
 

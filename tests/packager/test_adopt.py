@@ -32,13 +32,13 @@ from helpers.manifests import manifest_plugins
 from helpers.projects import ROOT, fresh_venv, pip_install, record_hash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import discovery
-from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.verify import verify_distribution
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.site import discovery
+from triton_backend_runtime.verification.distribution import verify_distribution
 
-from backend_packager import adopt as adopt_module
-from backend_packager import signing
-from backend_packager.adopt import adopt
+from backend_packager.commands import adopt as adopt_module
+from backend_packager.commands.adopt import adopt
+from backend_packager.manifest import signing
 
 #: The fork backend's wheel, its pip install (pristine), a copy per test (site), a trust env.
 fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust
@@ -232,7 +232,8 @@ def test_an_interrupted_adopt_is_not_finished_by_another_key(site: Path, trust: 
 KILLED_AT = """
 import os, signal, sys
 from pathlib import Path
-from backend_packager import adopt, signing
+from backend_packager.commands import adopt
+from backend_packager.manifest import signing
 written = []
 real = adopt.write_atomic
 def write_or_die(path, data, **kw):  # kill -9 just before write number LIMIT + 1
@@ -391,7 +392,8 @@ def test_without_site_packages_purelib_then_platlib_are_searched(fork_wheel: Pat
 HELD_AT = """
 import sys
 from pathlib import Path
-from backend_packager import adopt, signing
+from backend_packager.commands import adopt
+from backend_packager.manifest import signing
 real = adopt.{function}
 def hold(*args, **kwargs):  # say so, then wait for the SIGKILL
     print("holding", flush=True)
@@ -498,7 +500,7 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The very bytes, written again after the check (before the plugin is handed to the
     child, or while the child runs): not the file as hashed; nothing is signed."""
-    from backend_packager import plugininfo
+    from backend_packager.manifest import plugininfo
 
     _, site = plugpack(elf_files, tmp_path)
     plugin = site / "plugpack" / "libshared.so"
@@ -540,10 +542,10 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
     still seen after the call: nothing is signed."""
     from helpers.adopted import key_file, plugpack
     from helpers.disttree import TrustEnv
-    from triton_backend_runtime.layout import MANIFEST_FILENAME
+    from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 
-    from backend_packager import adopt as adopt_module
-    from backend_packager import plugininfo, signing
+    from backend_packager.commands import adopt as adopt_module
+    from backend_packager.manifest import plugininfo, signing
 
     trust = TrustEnv.make(tmp_path / "trust-env", monkeypatch)
     _, site = plugpack(elf_files, tmp_path)

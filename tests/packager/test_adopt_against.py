@@ -17,8 +17,8 @@ from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, snaps
 from helpers.disttree import TrustEnv
 from helpers.projects import record_hash, rezip
 
-from backend_packager import published
-from backend_packager.errors import InputError
+from backend_packager.base.errors import InputError
+from backend_packager.commands import published
 
 #: The fork backend's wheel, its pip install (pristine), a copy per test (site), a trust env.
 fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust

@@ -12,8 +12,8 @@ from helpers.cli import run_cli
 from helpers.projects import Keypair, build_env, built_wheel, copy_example, python_build
 from pyproject_hooks import BuildBackendHookCaller
 
-from backend_packager import config
-from backend_packager.errors import ConfigError
+from backend_packager.base.errors import ConfigError
+from backend_packager.manifest import config
 
 # -- configuration ------------------------------------------------------------------------
 

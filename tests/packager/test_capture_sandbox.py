@@ -28,13 +28,14 @@ from typing import Any
 import pytest
 from helpers.csrc import CSRC, gcc
 from helpers.wheels import pip_install, write_wheel
-from triton_backend_runtime import dsse
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager import sandbox, signing
-from backend_packager.adopt import adopt
+from backend_packager.commands.adopt import adopt
+from backend_packager.manifest import signing
+from backend_packager.scanning import sandbox
 
 PASSPHRASE_ENV = "BACKEND_PACKAGER_KEY_PASSPHRASE"
 EXE = Path(sys.executable).parent / "backend-packager"
@@ -254,7 +255,7 @@ def test_without_user_namespaces_capture_is_refused_unless_unsafe(targets: Targe
 def test_the_passphrase_leaves_the_environment(tmp_path: Path) -> None:
     """Read, then gone: from os.environ, the C environment children get, and this process's
     own /proc/PID/environ (the bytes overwritten)."""
-    script = ("import os, subprocess\nfrom backend_packager import signing\n"
+    script = ("import os, subprocess\nfrom backend_packager.manifest import signing\n"
               f"assert signing.take_env({PASSPHRASE_ENV!r}) == 'hunter2-secret'\n"
               "assert b'hunter2-secret' not in open('/proc/self/environ', 'rb').read()\n"
               f"assert {PASSPHRASE_ENV!r} not in os.environ\n"
@@ -289,8 +290,8 @@ class _Planned(Exception):
 def build_plugins(t: Targets, capture: str | None) -> list[m.Plugin]:
     """The build hook's plugins over a wheel holding the plugin, ``capture-plugins`` as given
     (the plan stops there: the rest of the build is not what is tested)."""
-    from backend_packager import config
     from backend_packager.build import plugins_with_contracts
+    from backend_packager.manifest import config
     from backend_packager.rewrite import rewrite_wheel
 
     table = {"backends": [{"name": "hostile", "package": "hostile_plugin"}],
@@ -320,8 +321,8 @@ def test_the_build_hook_asks_plugins_in_the_sandbox_unless_off(targets: Targets)
 
 
 def test_capture_plugins_takes_only_its_choices(tmp_path: Path) -> None:
-    from backend_packager import config
-    from backend_packager.errors import ConfigError
+    from backend_packager.base.errors import ConfigError
+    from backend_packager.manifest import config
 
     table = {"backends": [{"name": "x", "package": "x"}], "capture-plugins": "always"}
     with pytest.raises(ConfigError) as caught:
@@ -333,7 +334,7 @@ def test_capture_plugins_takes_only_its_choices(tmp_path: Path) -> None:
 def test_the_answer_file_is_never_followed_nor_waited_on(kind: str, targets: Targets) -> None:
     """The plugin writes where the answer goes: a symlink to the key (whose bytes would land in
     the signed reason) or a FIFO (a read that never returns) is a failed call, read at once."""
-    from backend_packager import plugininfo
+    from backend_packager.manifest import plugininfo
 
     answer = targets.root / "answer.json"
     if kind == "symlink":

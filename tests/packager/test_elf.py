@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from helpers import binutils
 from helpers.csrc import ElfFixtures, patched_copy
-from triton_backend_runtime.manifest import EXPORT_LIST_LIMIT, ElfInfo
+from triton_backend_runtime.manifest.model import EXPORT_LIST_LIMIT, ElfInfo
 
-from backend_packager.artifacts import artifact_from_file
-from backend_packager.elf import scan_elf
-from backend_packager.errors import ElfError
+from backend_packager.base.errors import ElfError
+from backend_packager.scanning.artifacts import artifact_from_file
+from backend_packager.scanning.elf import scan_elf
 
 
 def scan(path: Path) -> ElfInfo:
@@ -181,7 +181,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 import make_elf_corpus  # noqa: E402
 from helpers import elfgen  # noqa: E402
 
-from backend_packager import elf, elftables  # noqa: E402
+from backend_packager.scanning import elf, elftables  # noqa: E402
 
 #: The limit each corpus file that must fail is refused by.
 LIMIT_OF = {
@@ -270,7 +270,7 @@ def test_version_record_limit_counts_every_record(tmp_path: Path, monkeypatch: p
 _CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({bound}, {bound}))
-from backend_packager.elf import scan_elf
+from backend_packager.scanning.elf import scan_elf
 for path in sys.argv[1:]:
     with open(path, "rb") as stream:
         info = scan_elf(stream, path)

@@ -24,13 +24,13 @@ from helpers.manifests import sample
 from helpers.scratch import session_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.errors import ManifestError
+from triton_backend_runtime.base.errors import ManifestError
+from triton_backend_runtime.manifest import model as m
 
-from backend_packager.artifacts import ArtifactSink, artifact_from_file
-from backend_packager.elf import INTERP_LIMIT, CaptureMiss
-from backend_packager.errors import ElfError
-from backend_packager.scan import scan_paths
+from backend_packager.base.errors import ElfError
+from backend_packager.commands.scan import scan_paths
+from backend_packager.scanning.artifacts import ArtifactSink, artifact_from_file
+from backend_packager.scanning.elf import INTERP_LIMIT, CaptureMiss
 
 TOOL_C = '#include <stdio.h>\nint main(void) { puts("tool"); return 0; }\n'
 #: The PT_INTERP program header in elfgen's layout: after the ELF header and one PT_LOAD.
@@ -247,7 +247,7 @@ def test_json_schema_bounds_the_interpreter(elf_files: ElfFixtures) -> None:
 
 def test_reference_lists_every_elf_cap() -> None:
     """The cap table of docs/reference/manifest.md names every ``*_LIMIT`` of the scanner, with its value."""
-    from backend_packager import elf, elftables
+    from backend_packager.scanning import elf, elftables
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md").read_text()
     section = page.split("\n## The ELF scanner's caps\n", 1)[1].split("\n## ", 1)[0]

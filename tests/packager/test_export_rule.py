@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from helpers.csrc import ElfFixtures
-from triton_backend_runtime import dynsym
+from triton_backend_runtime.verification import dynsym
 
-from backend_packager.elf import scan_elf
+from backend_packager.scanning.elf import scan_elf
 
 
 def test_the_scan_and_the_runtime_agree_on_a_librarys_exports(elf_files: ElfFixtures) -> None:

@@ -206,7 +206,7 @@ def test_kill_9_while_writing_leaves_no_file(corpus: dict[str, Path], tmp_path: 
     out = tmp_path / "out"
     child = (
         "import os, signal, sys\n"
-        "from backend_packager import writer\n"
+        "from backend_packager.wheel import writer\n"
         "writer.WheelWriter.finish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
         "from backend_packager.cli import main\n"
         "main(sys.argv[1:])\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers.cli import run_cli
 from helpers.projects import Keypair, build_env, python_build
 
-from backend_packager import scaffold
+from backend_packager.commands import scaffold
 
 
 def test_init_output_builds_and_verifies(tmp_path: Path, signing_key: Keypair) -> None:

@@ -19,7 +19,7 @@ import pytest
 from helpers.cli import run_cli
 from helpers.projects import Keypair, build_env, copy_example
 
-from backend_packager import config
+from backend_packager.manifest import config
 
 
 def shell_build(start: Path, project: str, *args: str, key_env: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -178,12 +178,12 @@ def test_edited_source_fails_after_migration(legacy: dict[str, Path], key: Keypa
 
 
 def test_a_plan_that_leaves_a_file_out_is_not_signed(legacy: dict[str, Path], tmp_path: Path) -> None:
-    from triton_backend_runtime import manifest as m
+    from triton_backend_runtime.manifest import model as m
 
-    from backend_packager import assemble
-    from backend_packager.errors import WheelError
+    from backend_packager.base.errors import WheelError
+    from backend_packager.manifest import contents as assemble
     from backend_packager.rewrite import rewrite_wheel
-    from backend_packager.wheelfile import WheelContents
+    from backend_packager.wheel.reader import WheelContents
 
     def forgetful(contents: WheelContents) -> assemble.Injection:
         injection = assemble.describe(contents, [], contents.entry_points, requirements=m.Requirements(""),

@@ -22,7 +22,7 @@ from helpers.projects import Keypair, keygen
 from helpers.renamed import backend, entry_points, migrate, renamed_core
 from helpers.wheelcheck import entry_points_of, manifest_of, verified
 from helpers.wheels import pip_install, resign, write_wheel
-from triton_backend_runtime import discovery
+from triton_backend_runtime.site import discovery
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,10 @@ from helpers.index import index_files, mtimes, pip_from_mirror, run_mirror, sha,
 from helpers.projects import fresh_venv, rezip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime.layout import MANIFEST_FILENAME
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 
-from backend_packager import mirror, mirrorindex, simpleindex
+from backend_packager.commands import mirror, mirrorindex
+from backend_packager.formats import simpleindex
 
 #: The mirror's source wheels (a legacy backend, a pure-Python wheel, a broken one), its keys, its source.
 wheels, keys, src = index.wheels, index.keys, index.src
@@ -320,7 +321,8 @@ def test_killed_while_replacing_a_served_wheel(src: Path, wheels: dict[str, Path
     name = wheels["backend"].name
     rezip(wheels["backend"], src / name, lambda m: m.update({"legacy_ep_backend/extra.py": b"X = 2\n"}))
     code = (
-        "import os, signal, sys\nfrom pathlib import Path\nfrom backend_packager import mirror, signing\n"
+        "import os, signal, sys\nfrom pathlib import Path\n"
+        "from backend_packager.commands import mirror\nfrom backend_packager.manifest import signing\n"
         "def done(path, result):\n"
         f"    if result.filename == {name!r}:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -341,7 +343,7 @@ def test_killed_while_replacing_a_served_wheel(src: Path, wheels: dict[str, Path
 def test_progress_covers_every_wheel_of_the_run(src: Path, keys: tuple, tmp_path: Path) -> None:
     """The hooks the CLI's progress bar draws from: every input announced, every one finished
     (unchanged and failed ones too), bytes reported for the migrated ones."""
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     seen: dict[str, list[str]] = {"start": [], "done": [], "bytes": []}
     hooks = mirror.Hooks(

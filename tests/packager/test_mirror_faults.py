@@ -18,7 +18,7 @@ from helpers.cli import run_cli
 from helpers.index import index_files, run_mirror, sha, statuses
 from helpers.projects import Keypair, rezip
 
-from backend_packager import mirror, mirrorindex
+from backend_packager.commands import mirror, mirrorindex
 
 #: The mirror's source wheels (a legacy backend, a pure-Python wheel, a broken one), its keys, its source.
 wheels, keys, src = index.wheels, index.keys, index.src
@@ -94,7 +94,8 @@ def test_migrate_refuses_a_symlinked_wheel(wheels: dict[str, Path], keys: tuple[
 KILL = """
 import os, signal, sys
 from pathlib import Path
-from backend_packager import mirror, signing
+from backend_packager.commands import mirror
+from backend_packager.manifest import signing
 at = sys.argv[4]
 def step(name):
     if name == at:
@@ -159,7 +160,8 @@ def test_killed_at_each_stage_serves_the_old_index_or_the_new(
 HOLD = """
 import sys
 from pathlib import Path
-from backend_packager import mirror, signing
+from backend_packager.commands import mirror
+from backend_packager.manifest import signing
 def step(name):
     if name == "worked":
         print("holding", flush=True)

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from backend_packager import fsutil
+from backend_packager.base import fsutil
 
 PREFIX = "backend-packager-sweep-"
 

@@ -19,12 +19,12 @@ import pytest
 from helpers.cli import run_cli
 from helpers.projects import Keypair, keygen
 from helpers.wheels import backend_files, write_wheel
-from triton_backend_runtime import manifest as m
+from triton_backend_runtime.manifest import model as m
 
-from backend_packager import assemble
-from backend_packager.errors import WheelError
+from backend_packager.base.errors import WheelError
+from backend_packager.manifest import contents as assemble
 from backend_packager.rewrite import rewrite_wheel
-from backend_packager.wheelfile import WheelContents
+from backend_packager.wheel.reader import WheelContents
 
 PACKAGE = "recdemo_backend"
 Edit = Callable[[list[str]], list[str]]
@@ -237,7 +237,7 @@ def test_discrepancies_are_exactly_the_edits() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from backend_packager import records
+    from backend_packager.formats import records
 
     names = st.lists(st.from_regex(r"[a-z]{1,6}/[a-z]{1,6}\.py", fullmatch=True), min_size=1, max_size=12, unique=True)
 

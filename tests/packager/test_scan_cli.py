@@ -83,7 +83,7 @@ def test_help_and_usage() -> None:
 
 
 def _stream_scan(path: Path, sparse: bool = True, capture: list[tuple[int, int]] | None = None) -> object:
-    from backend_packager.artifacts import ArtifactSink
+    from backend_packager.scanning.artifacts import ArtifactSink
 
     sink = ArtifactSink(path.name, str(path), sparse=sparse, capture=capture)
     data = path.read_bytes()
@@ -95,7 +95,7 @@ def _stream_scan(path: Path, sparse: bool = True, capture: list[tuple[int, int]]
 def test_streamed_sparse_scan_equals_file_scan(elf_files: ElfFixtures, tmp_path: Path) -> None:
     from helpers.csrc import CSRC, gcc
 
-    from backend_packager.artifacts import artifact_from_file
+    from backend_packager.scanning.artifacts import artifact_from_file
 
     # The old single-segment layout (text and dynamic tables in one R+X segment) as well.
     old = gcc(tmp_path / "libold_layout.so", str(CSRC / "exports.c"), "-lm", "-Wl,-z,noseparate-code")
@@ -105,8 +105,8 @@ def test_streamed_sparse_scan_equals_file_scan(elf_files: ElfFixtures, tmp_path:
 
 def test_capture_miss_falls_back_to_whole_file(elf_files: ElfFixtures, monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
-    from backend_packager import elf
-    from backend_packager.artifacts import artifact_from_file
+    from backend_packager.scanning import elf
+    from backend_packager.scanning.artifacts import artifact_from_file
 
     monkeypatch.setattr(elf, "TAIL_CAPTURE", 0)  # .comment is no longer captured
     with pytest.raises(elf.CaptureMiss) as miss:
@@ -117,7 +117,7 @@ def test_capture_miss_falls_back_to_whole_file(elf_files: ElfFixtures, monkeypat
     wheel = tmp_path / "demo-1.0-py3-none-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.write(elf_files.exports, "demo/libexports.so")
-    from backend_packager.scan import scan_paths
+    from backend_packager.commands.scan import scan_paths
 
     (record,) = scan_paths([wheel]).artifacts
     assert record.elf == artifact_from_file(elf_files.exports, "x").elf
@@ -135,9 +135,9 @@ def test_spool_is_bounded_by_what_the_scan_needs(elf_files: ElfFixtures, tmp_pat
     the first pass keeps the headers, the second exactly the tables; never the member."""
     import make_elf_corpus
 
-    from backend_packager.artifacts import ArtifactSink, artifact_from_file
-    from backend_packager.elf import CaptureMiss
-    from backend_packager.scan import scan_paths
+    from backend_packager.commands.scan import scan_paths
+    from backend_packager.scanning.artifacts import ArtifactSink, artifact_from_file
+    from backend_packager.scanning.elf import CaptureMiss
 
     data = make_elf_corpus.no_program_headers(gap=64 << 20)
     lib = tmp_path / "libgap.so"
@@ -197,7 +197,7 @@ def test_second_pass_finds_comment_by_name(tmp_path: Path) -> None:
     string section); the second knows the names: it must have kept the named one too."""
     from helpers import elfgen as g
 
-    from backend_packager.artifacts import artifact_from_file
+    from backend_packager.scanning.artifacts import artifact_from_file
 
     lib = g.library([b"f"], program_headers=False)
     lib.sections += [g.Section(".decoy", g.SHT_PROGBITS, b"decoy 1.0\0", g.SHF_STRINGS),
@@ -206,7 +206,7 @@ def test_second_pass_finds_comment_by_name(tmp_path: Path) -> None:
     path.write_bytes(g.build(lib))
     whole = artifact_from_file(path, path.name)
     assert whole.elf is not None and whole.elf.compiler == ["GCC: (test) 1.0"]
-    from backend_packager.elf import CaptureMiss
+    from backend_packager.scanning.elf import CaptureMiss
 
     with pytest.raises(CaptureMiss) as miss:
         _stream_scan(path)

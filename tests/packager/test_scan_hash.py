@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 from helpers.csrc import ElfFixtures
-from triton_backend_runtime import manifest as m
+from triton_backend_runtime.manifest import model as m
 
-from backend_packager import artifacts
-from backend_packager.artifacts import HASH_IN_CHILD, artifact_from_file
-from backend_packager.errors import ElfError, InputError
+from backend_packager.base.errors import ElfError, InputError
+from backend_packager.scanning import artifacts
+from backend_packager.scanning.artifacts import HASH_IN_CHILD, artifact_from_file
 
 
 def expected(path: Path) -> str:
@@ -197,7 +197,7 @@ def sparse_library(elf_files: ElfFixtures, tmp_path: Path) -> Path:
 HELD_SCRIPT = r"""
 import os, sys
 from pathlib import Path
-from backend_packager import artifacts
+from backend_packager.scanning import artifacts
 
 children = []
 real_fork = os.fork

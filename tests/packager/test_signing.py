@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from helpers.csrc import ElfFixtures
 from helpers.manifests import sample
-from triton_backend_runtime import dsse
-from triton_backend_runtime.errors import SignatureError, TrustStoreError
-from triton_backend_runtime.statement import manifest_from_statement
-from triton_backend_runtime.trust import TrustStore, parse_key_file, parse_key_line
+from triton_backend_runtime.base.errors import SignatureError, TrustStoreError
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.keys import TrustStore, parse_key_file, parse_key_line
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 
 @pytest.fixture()
@@ -63,8 +63,8 @@ def test_tampered_payload_wrong_key_revoked_unsigned(
 
 
 def test_statement_subjects_must_match_artifacts(elf_files: ElfFixtures) -> None:
-    from triton_backend_runtime.errors import ManifestError
-    from triton_backend_runtime.statement import statement_bytes
+    from triton_backend_runtime.base.errors import ManifestError
+    from triton_backend_runtime.trust.statement import statement_bytes
 
     doc = json.loads(statement_bytes(sample(elf_files)))
     doc["subject"][0]["digest"]["sha256"] = "0" * 64

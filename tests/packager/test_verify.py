@@ -10,10 +10,10 @@ import pytest
 from helpers.cli import run_cli
 from helpers.projects import Keypair, keygen, rezip
 from helpers.wheelcheck import assert_vouches_for_every_file, vouched_members
-from triton_backend_runtime import dsse
-from triton_backend_runtime.manifest import MANIFEST_FILENAME
+from triton_backend_runtime.manifest.model import MANIFEST_FILENAME
+from triton_backend_runtime.trust import dsse
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 DRIVER = "demo_backend/lib/libdemo_driver.so"
 COMPILER = "demo_backend/compiler.py"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from helpers.cli import run_cli
 from helpers.manifests import manifest_plugins
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.layout import MANIFEST_FILENAME
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.manifest import model as m
 
 
 @pytest.mark.triton_wheel

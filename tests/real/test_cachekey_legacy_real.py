@@ -24,7 +24,7 @@ from helpers.projects import ROOT
 from helpers.scratch import session_dir
 from helpers.venv import Venv, cosigned_site, make_venv, migrate
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime import compilekey
+from triton_backend_runtime.triton import compilekey
 
 
 @pytest.mark.triton_wheel
@@ -63,7 +63,7 @@ import kernel
 target = GPUTarget("cuda", 90, 32)
 compiled = compiler.compile(compiler.ASTSource(kernel.store_one, {"x_ptr": "*fp32"}), target=target)
 try:
-    from triton_backend_runtime import registry
+    from triton_backend_runtime.loading import registry
     digest = registry.get().manifest_digest
 except ImportError:
     digest = None

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import binutils
 
-from backend_packager import elf
-from backend_packager.elf import scan_elf
+from backend_packager.scanning import elf
+from backend_packager.scanning.elf import scan_elf
 
 
 @pytest.mark.triton_wheel
@@ -19,7 +19,7 @@ def test_libtriton_scans_the_same_from_file_and_from_the_wheel(triton_wheel: Pat
     scan (planned ranges, spool bounded) equals the scan of the extracted file."""
     import zipfile
 
-    from backend_packager.artifacts import ArtifactSink, read_into
+    from backend_packager.scanning.artifacts import ArtifactSink, read_into
 
     member = "triton/_C/libtriton.so"
     with zipfile.ZipFile(triton_wheel) as archive:

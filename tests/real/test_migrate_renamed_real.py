@@ -16,7 +16,7 @@ from helpers.projects import Keypair, keygen
 from helpers.renamed import TOKENSPEED, migrate
 from helpers.wheelcheck import entry_points_of, manifest_of, verified
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime import discovery
+from triton_backend_runtime.site import discovery
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_real_renamed_release_tokenspeed_triton(key: Keypair, tmp_path: Path) ->
 
 PROBE = """
 import tokenspeed_triton.backends as b
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 r = registry.get()
 print(json.dumps({"table": sorted(b.backends), "package": r.discovery.package,
                   "entries": {e.name: [e.state, e.reason.code if e.reason else None] for e in r.entries}}))

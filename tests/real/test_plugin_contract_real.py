@@ -19,12 +19,13 @@ import pytest
 from helpers.contract import LIBTRITON, PLUGIN, parse, table
 from helpers.csrc import Libs
 from helpers.wheels import backend_files, write_wheel
-from triton_backend_runtime import manifest as m
+from triton_backend_runtime.manifest import model as m
 
-from backend_packager import assemble, plugininfo
-from backend_packager.artifacts import artifact_from_file
 from backend_packager.build import describe_build
+from backend_packager.manifest import contents as assemble
+from backend_packager.manifest import plugininfo
 from backend_packager.rewrite import rewrite_wheel
+from backend_packager.scanning.artifacts import artifact_from_file
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +60,9 @@ def test_triton_390_bundled_plugins_captured_from_the_wheel(triton_wheel: Path, 
 def test_utlx_38_captured_with_triton_380_and_diagnosed_beside_390(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from _wheels import fetch_wheel
-    from triton_backend_runtime.errors import VerifyError
-    from triton_backend_runtime.plugins import check_terms
-    from triton_backend_runtime.verdict import plugin_terms
+    from triton_backend_runtime.base.errors import VerifyError
+    from triton_backend_runtime.triton.plugins import check_terms
+    from triton_backend_runtime.verification.verdict import plugin_terms
 
     site = tmp_path / "site"  # the build environment: a real triton 3.8.0's files
     _members(fetch_wheel("triton==3.8.0"), site, [LIBTRITON, "triton/__init__.py"])
@@ -94,7 +95,7 @@ def kernel(x):
 RUN = '''
 import json, os, triton
 from triton.backends.compiler import GPUTarget
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 import kern
 hook = triton.knobs.runtime.add_stages_inspection_hook
 def attempt(call):
@@ -123,7 +124,7 @@ def run_in_venv(venv: Any, *sites: Path) -> dict[str, Any]:
 def signed_plugin_wheel(venv: Any, so: Path, out: Path, version: str = "1.0", **declared: Any) -> Path:
     """A wheel of the contract plugin (and a backend, which a build needs), built by the build
     hook's plan with ``declared`` and signed with the venv's trusted key."""
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     wheel = write_wheel(out / "in", "contract-backend", version,
                         {**backend_files("contract_pkg", "Contract", "contract"), PLUGIN: so.read_bytes()},

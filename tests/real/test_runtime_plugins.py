@@ -31,7 +31,7 @@ OBSERVE = """
 import json, os
 import triton
 from triton._C.libtriton import ir, passes
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 report = registry.get().report()
 maps = open("/proc/self/maps").read()
 renamed = None
@@ -157,7 +157,7 @@ def test_plugin_waits_for_libtriton(venv: Venv, plugin_wheels: dict[str, Path], 
     pip_install(venv.python, plugin_wheels["demo-plugin"], tmp_path)
     code = """
 import json, os, sys
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 registry.get().load(lambda name, package: None)
 def row():
     return [p for p in registry.get().report()["plugins"] if p["distribution"] == "demo-plugin"][0]

@@ -16,7 +16,7 @@ from helpers.csrc import ElfFixtures
 from helpers.projects import ROOT
 from helpers.venv import PROBE, Venv, backend_rows, cosigned_site, migrate
 from helpers.wheels import backend_files, pip_install, resign, write_wheel
-from triton_backend_runtime.manifest import Manifest
+from triton_backend_runtime.manifest.model import Manifest
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -34,7 +34,7 @@ def test_hook_unmodified_triton_legacy_under_warn_refused_under_strict(venv: Ven
     strict = venv.run("import triton", TRITON_BACKEND_POLICY="strict")
     assert strict.returncode == 1
     last = strict.stderr.strip().splitlines()[-1]
-    assert last.startswith("triton_backend_runtime.core.CoreRejected: triton core not verified: ")
+    assert last.startswith("triton_backend_runtime.triton.core.CoreRejected: triton core not verified: ")
     assert "triton/__init__.py" in last and "(policy.not-verified)" in last
     off = venv.probe(TRITON_BACKEND_POLICY="off")
     assert set(off["table"]) == {"amd", "nvidia"} and off["report"]["used_by_triton"] is False
@@ -71,7 +71,7 @@ def test_migrated_triton_verified_under_strict(venv: Venv, migrated: Path) -> No
     assert all(r["dist_info"].startswith(str(migrated)) for r in rows)
     # warm: the same verdict from the cache, and the manifests reach Triton's cache key
     code = (
-        "import triton, triton.knobs as k; from triton_backend_runtime import registry as r;"
+        "import triton, triton.knobs as k; from triton_backend_runtime.loading import registry as r;"
         "print(k.runtime.add_stages_inspection_hook()[1], r.get().manifest_digest, r.get().hashed_bytes)"
     )
     done = venv.run(code, migrated, **trusted)
@@ -334,7 +334,7 @@ def test_two_threads_load_each_backend_once(venv: Venv) -> None:
     code = """
 import threading, collections, importlib, json
 import triton.backends as tb
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 registry.reset()
 calls = collections.Counter()
 barrier = threading.Barrier(2)

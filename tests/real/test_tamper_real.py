@@ -6,7 +6,7 @@ triton`` in a subprocess (with a timeout: nothing may hang) under ``strict`` wit
 signing key trusted. Each case asserts the reason code, and the file, that come out.
 
 Under strict a core that does not verify stops ``import triton`` before ``triton/__init__``
-runs: :class:`triton_backend_runtime.core.CoreRejected` (an ImportError) carries the
+runs: :class:`triton_backend_runtime.triton.core.CoreRejected` (an ImportError) carries the
 reason. Every case runs with a cache directory of its own.
 """
 
@@ -32,10 +32,10 @@ from helpers.csrc import ElfFixtures
 from helpers.projects import ROOT
 from helpers.venv import Venv, migrate
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime import dsse
 from triton_backend_runtime.autohook import PTH_NAME
-from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -60,7 +60,7 @@ try:
 except ImportError as exc:
     reason = getattr(exc, "reason", None)
     error = {"type": type(exc).__name__, "reason": vars(reason) if reason is not None else None, "text": str(exc)}
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 r = registry.get()
 print(json.dumps({"table": table, "error": error, "hashed": r.hashed_bytes, "report": r.report()}))
 """
@@ -175,7 +175,7 @@ class Case:
         return dict(json.loads(done.stdout.strip().splitlines()[-1]), stderr=done.stderr)
 
     def cli(self, *args: str) -> None:
-        code = f"import sys; from triton_backend_runtime.__main__ import main; sys.exit(main({list(args)!r}))"
+        code = f"import sys; from triton_backend_runtime.cli.main import main; sys.exit(main({list(args)!r}))"
         done = self.run(code, trusted=False, policy=None)
         assert done.returncode == 0, done.stderr
 
@@ -337,7 +337,7 @@ def resigned_by_attacker(case: Case) -> Path:
     """The same edit, signed again by a key nobody trusts: a sound manifest, unverified."""
     import hashlib
 
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     new = case.path(COMPILER).read_bytes() + b"\nprint('pwned')\n"
     case.write(COMPILER, new)

@@ -23,14 +23,14 @@ import pytest
 from helpers.projects import ROOT
 from helpers.venv import Venv, make_venv, migrate
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime import dsse
 from triton_backend_runtime import hook as registry_hook
-from triton_backend_runtime.discovery import core_version, discover
-from triton_backend_runtime.layout import MANIFEST_FILENAME
-from triton_backend_runtime.registry import libtriton_path
-from triton_backend_runtime.statement import manifest_from_statement
+from triton_backend_runtime.base.layout import MANIFEST_FILENAME
+from triton_backend_runtime.loading.registry import libtriton_path
+from triton_backend_runtime.site.discovery import core_version, discover
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 pytestmark = pytest.mark.triton_wheel
 
@@ -166,7 +166,7 @@ def test_tampered_cuobjdump_of_a_directory_scan_triton_refused_under_strict(
     done = venv.run("import triton", site, **strict(venv))
     assert done.returncode == 1, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("triton_backend_runtime.core.CoreRejected: triton core not verified: ")
+    assert last.startswith("triton_backend_runtime.triton.core.CoreRejected: triton core not verified: ")
     assert f"{site / CUOBJDUMP}: " in last and last.endswith("(verify.sha256)")
     doctor = venv.cli("doctor", paths=(site,), **strict(venv))
     assert doctor.returncode == 1
@@ -323,7 +323,7 @@ def test_self_registering_plugin_in_plugin_paths_refused_under_strict(
     done = utlx.run("import triton", migrated, **env)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("triton_backend_runtime.pluginguard.PluginPathRefused: TRITON_PLUGIN_PATHS names ")
+    assert last.startswith("triton_backend_runtime.triton.pluginguard.PluginPathRefused: TRITON_PLUGIN_PATHS names ")
     assert "utlx_plugin/libutlx.so, which is not admitted" in last
     # the variable emptied before import triton: triton imports, the package's own extend_with is refused
     quiet = utlx.run("import os; os.environ.pop('TRITON_PLUGIN_PATHS')\n" + SELF_REGISTER, migrated, **env)

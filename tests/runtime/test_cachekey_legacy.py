@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from triton_backend_runtime import compilekey
-from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, isolate, salt_backends
+from triton_backend_runtime.triton import compilekey
+from triton_backend_runtime.triton.compilekey import PluginRequiredError, StagesHook, isolate, salt_backends
 
 # -- without Triton ---------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from triton_backend_runtime.cligrammar import EXIT_BROKEN_PIPE, internal_error
-from triton_backend_runtime.errors import describe
+from triton_backend_runtime.base.errors import describe
+from triton_backend_runtime.cli.grammar import EXIT_BROKEN_PIPE, internal_error
 
 BIN = Path(sys.executable).parent
 

@@ -29,9 +29,9 @@ from helpers.renamed import backend, entry_points, migrate, renamed_core
 from helpers.wheels import pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import discovery
-from triton_backend_runtime.__main__ import UnusableInput, _package
+from triton_backend_runtime.cli.main import UnusableInput, _package
 from triton_backend_runtime.hook import patch_source
+from triton_backend_runtime.site import discovery
 
 PACKAGE = "vendor_triton"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
@@ -148,7 +148,7 @@ def test_without_the_flag_doctor_looks_for_triton_and_points_at_the_rename(site:
 def test_a_manifest_for_the_rename_is_refused_under_triton(site: Path, key: Keypair, tmp_path: Path) -> None:
     """The registry, asked for ``triton``, refuses the vendor's manifests by reason: they were
     built for the Triton imported as vendor_triton."""
-    probe = ("import json\nfrom triton_backend_runtime import registry\nr = registry.get()\nr.verify()\n"
+    probe = ("import json\nfrom triton_backend_runtime.loading import registry\nr = registry.get()\nr.verify()\n"
              "print(json.dumps({k: v.problem.code if v.problem else None for k, v in r.verdicts.items()}))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           env=environment(site, key, tmp_path), cwd=tmp_path, timeout=300)
@@ -159,7 +159,8 @@ def test_a_manifest_for_the_rename_is_refused_under_triton(site: Path, key: Keyp
 
 CORE_PROBE = """
 import importlib.util, json, sys
-from triton_backend_runtime import core, registry
+from triton_backend_runtime.triton import core
+from triton_backend_runtime.loading import registry
 try:
     reason = core.check_core(importlib.util.find_spec(sys.argv[1]), sys.argv[1])
     print(json.dumps(None if reason is None else reason.code))

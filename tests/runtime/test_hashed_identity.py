@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 from helpers.csrc import CSRC, gcc
 from helpers.disttree import Dist, TrustEnv, write_dist
-from triton_backend_runtime import installed
-from triton_backend_runtime.installed import HashCache, hash_file
-from triton_backend_runtime.registry import Entry, Registry
-from triton_backend_runtime.verdict import Reason, Verdict
-from triton_backend_runtime.verdictcache import VerifyCache, identity
-from triton_backend_runtime.verify import VerifyError
+from triton_backend_runtime.loading.registry import Entry, Registry
+from triton_backend_runtime.site import installed
+from triton_backend_runtime.site.installed import HashCache, hash_file
+from triton_backend_runtime.verification.cache import VerifyCache, identity
+from triton_backend_runtime.verification.distribution import VerifyError
+from triton_backend_runtime.verification.verdict import Reason, Verdict
 
-pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry.BackendWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 
 
 @pytest.fixture(autouse=True)
@@ -171,7 +171,7 @@ LOAD_PROBE = """
 import os, sys
 import triton_backend_runtime.autohook as hook
 hook.install()
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 registry.get().verify()
 library = sys.argv[1]
 if sys.argv[2] == "rewritten":
@@ -248,7 +248,7 @@ def test_a_libtriton_swapped_is_caught_with_a_relative_sys_path(env: TrustEnv, s
 
 
 def test_a_libtriton_loaded_as_verified_passes(env: TrustEnv, site: Path, tmp_path: Path) -> None:
-    from triton_backend_runtime.core import loaded_reason
+    from triton_backend_runtime.triton.core import loaded_reason
 
     dist = core_with_libtriton(site, env, tmp_path)
     library = str(dist.file("triton/_C/libtriton.so"))
@@ -266,7 +266,7 @@ def test_a_directory_is_kept_under_its_identity_before_it_was_listed(tmp_path: P
     """Code dropped into a walked directory after its listing: the identity kept is the one
     from before the listing, so the verdict no longer matches, and the end of verification
     finds it changed."""
-    from triton_backend_runtime.installed import walk_files
+    from triton_backend_runtime.site.installed import walk_files
 
     package = tmp_path / "pkg"
     package.mkdir()

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from helpers.csrc import ElfFixtures
 from helpers.disttree import TrustEnv, statement_of, write_dist
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime import schema, statement
-from triton_backend_runtime.errors import ManifestError
-from triton_backend_runtime.jsonlimits import _NOT_BRACKETS, _outside_strings
-from triton_backend_runtime.verify import _check_tags
+from triton_backend_runtime.base.errors import ManifestError
+from triton_backend_runtime.base.jsonlimits import _NOT_BRACKETS, _outside_strings
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.manifest import schema
+from triton_backend_runtime.trust import statement
+from triton_backend_runtime.verification.distribution import _check_tags
 
 SHA = "0" * 64
 
@@ -212,7 +213,7 @@ def test_names_looked_up_for_an_unsigned_manifest_are_budgeted(env: TrustEnv, si
     ([*["py2-none-win32"] * (m.MAX_TAGS - 1), "PY3-NONE-ANY"], True),  # matched case-blind, as packaging does
 ])
 def test_tags_are_matched_as_sets(tags: list[str], fits: bool) -> None:
-    from triton_backend_runtime.errors import VerifyError
+    from triton_backend_runtime.base.errors import VerifyError
 
     if fits:
         _check_tags(tags, "manifest")
@@ -225,7 +226,7 @@ def test_tags_are_matched_as_sets(tags: list[str], fits: bool) -> None:
 def test_a_forged_signature_repeated_is_checked_once(env: TrustEnv, site: Path) -> None:
     """Every check of a signature hashes the whole payload: 64 signatures naming one trusted
     key cost one check, not 64."""
-    from triton_backend_runtime import dsse
+    from triton_backend_runtime.trust import dsse
 
     dist = write_dist(site)
     body = json.dumps(statement_of(dist.describe())).encode()

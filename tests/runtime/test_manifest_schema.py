@@ -8,8 +8,8 @@ import pytest
 from helpers.cli import run_cli
 from helpers.csrc import ElfFixtures
 from helpers.manifests import sample
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.errors import ManifestError
+from triton_backend_runtime.base.errors import ManifestError
+from triton_backend_runtime.manifest import model as m
 
 
 def test_round_trip_is_exact_and_deterministic(elf_files: ElfFixtures) -> None:

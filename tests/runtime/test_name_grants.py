@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from helpers.csrc import CSRC, gcc
 from helpers.disttree import Dist, Key, TrustEnv, make_key, write_dist, write_record
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.conflicts import Claim, resolve
-from triton_backend_runtime.registry import BackendWarning, Registry
-from triton_backend_runtime.trust import load_trust_store, parse_scopes, set_pin, trust_sources
-from triton_backend_runtime.verdictcache import context_digest
+from triton_backend_runtime.loading.conflicts import Claim, resolve
+from triton_backend_runtime.loading.registry import BackendWarning, Registry
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.trust.keys import load_trust_store, parse_scopes, set_pin, trust_sources
+from triton_backend_runtime.verification.cache import context_digest
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 PIN_HINT = "python -m triton_backend_runtime trust pin"
@@ -419,7 +419,7 @@ def test_cli_pin_unpin_list(python: Path, tmp_path: Path) -> None:
 
 
 def test_cli_add_with_grants(python: Path, tmp_path: Path) -> None:
-    from backend_packager import signing
+    from backend_packager.manifest import signing
 
     public = signing.generate(tmp_path / "k.pem", tmp_path / "k.pub", "vendor k", None)
     user = tmp_path / "config" / "triton-backend" / "trusted"

@@ -7,7 +7,7 @@ import re
 import packaging.utils
 from hypothesis import given
 from hypothesis import strategies as st
-from triton_backend_runtime.names import canonicalize_name, same_version
+from triton_backend_runtime.base.names import canonicalize_name, same_version
 
 NAMEISH = st.text(alphabet=st.sampled_from("aZ_-.9İß\u212a "), max_size=30) | st.text(max_size=30)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import discovery, ownership
-from triton_backend_runtime.discovery import core_version, discover, record_row, record_row_matches
+from triton_backend_runtime.site import discovery, ownership
+from triton_backend_runtime.site.discovery import core_version, discover, record_row, record_row_matches
 
 
 def row(path: str, data: bytes) -> str:

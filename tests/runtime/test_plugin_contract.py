@@ -27,15 +27,16 @@ from helpers.disttree import Dist, TrustEnv, write_dist
 from helpers.wheels import backend_files, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook, manifest_digest, plugin_keys
-from triton_backend_runtime.registry import Registry
+from triton_backend_runtime.loading.registry import Registry
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.triton.compilekey import PluginRequiredError, StagesHook, manifest_digest, plugin_keys
 
-from backend_packager import assemble, config, plugininfo
-from backend_packager.artifacts import artifact_from_file
+from backend_packager.base.errors import ConfigError
 from backend_packager.build import describe_build
-from backend_packager.errors import ConfigError
+from backend_packager.manifest import config, plugininfo
+from backend_packager.manifest import contents as assemble
 from backend_packager.rewrite import rewrite_wheel
+from backend_packager.scanning.artifacts import artifact_from_file
 
 
 @pytest.fixture(scope="module")

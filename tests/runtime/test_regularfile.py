@@ -1,4 +1,4 @@
-"""The one small-file reader (``triton_backend_runtime.regularfile``) and its three mappings:
+"""The one small-file reader (``triton_backend_runtime.base.regularfile``) and its three mappings:
 the packager's ``input.*`` (``fsutil.read_input``), discovery's None, the runtime CLI's line.
 
 Real files, FIFOs, directories and links made in tmp_path; the reason codes are asserted.
@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-from triton_backend_runtime.discovery import read_small_bytes
-from triton_backend_runtime.regularfile import RegularFileError, open_regular, read_chunks, read_regular
+from triton_backend_runtime.base.regularfile import RegularFileError, open_regular, read_chunks, read_regular
+from triton_backend_runtime.site.discovery import read_small_bytes
 
-from backend_packager.errors import InputError
-from backend_packager.fsutil import read_input
+from backend_packager.base.errors import InputError
+from backend_packager.base.fsutil import read_input
 
 
 def hostile(tmp_path: Path) -> dict[str, Path]:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from helpers.disttree import TrustEnv, make_key, write_dist
-from triton_backend_runtime import revocation
-from triton_backend_runtime.__main__ import PROG, main
-from triton_backend_runtime.registry import Registry
-from triton_backend_runtime.trust import PublicKey, TrustStore, keyid_of, load_trust_store, user_trust_dir
+from triton_backend_runtime.cli.main import PROG, main
+from triton_backend_runtime.loading.registry import Registry
+from triton_backend_runtime.trust import revocation
+from triton_backend_runtime.trust.keys import PublicKey, TrustStore, keyid_of, load_trust_store, user_trust_dir
 
-pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry.BackendWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 
 
 def demo(reg: Registry) -> tuple[str, str, str | None]:

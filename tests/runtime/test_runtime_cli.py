@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from triton_backend_runtime import __version__
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 PROG = "python -m triton_backend_runtime"
@@ -241,7 +241,7 @@ def test_a_closed_pipe_ends_quietly(cli: Cli, args: list[str]) -> None:
 def test_a_prefix_matching_two_keys_is_refused_before_anything_is_removed(cli: Cli) -> None:
     """Two real key lines whose keyids share their first 8 hex digits (found by a birthday
     search over raw 32-byte keys: the trust store reads any 32 bytes as an Ed25519 key)."""
-    from triton_backend_runtime.trust import PublicKey, keyid_of
+    from triton_backend_runtime.trust.keys import PublicKey, keyid_of
 
     seen: dict[str, bytes] = {}
     for number in range(1 << 20):
@@ -280,7 +280,8 @@ def test_stdout_on_a_full_disk_is_one_line(cli: Cli, args: list[str]) -> None:
 
 @pytest.fixture()
 def broken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from triton_backend_runtime import registry, trust
+    from triton_backend_runtime.loading import registry
+    from triton_backend_runtime.trust import keys as trust
 
     def bug(*_: object) -> object:
         raise KeyError("a bug")
@@ -296,7 +297,7 @@ def broken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.mark.usefixtures("broken")
 def test_an_internal_error_is_one_line_with_its_code(capsys: pytest.CaptureFixture[str], args: list[str],
                                                      path: str) -> None:
-    from triton_backend_runtime.__main__ import main
+    from triton_backend_runtime.cli.main import main
 
     assert main(args) == 1  # as backend-packager's error.internal
     err = capsys.readouterr().err
@@ -305,7 +306,7 @@ def test_an_internal_error_is_one_line_with_its_code(capsys: pytest.CaptureFixtu
 
 @pytest.mark.usefixtures("broken")
 def test_json_gives_the_error_object(capsys: pytest.CaptureFixture[str]) -> None:
-    from triton_backend_runtime.__main__ import main
+    from triton_backend_runtime.cli.main import main
 
     assert main(["doctor", "--json"]) == 1
     out, err = capsys.readouterr()
@@ -316,7 +317,7 @@ def test_json_gives_the_error_object(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.usefixtures("broken")
 def test_verbose_shows_the_traceback_of_an_internal_error() -> None:
-    from triton_backend_runtime.__main__ import main
+    from triton_backend_runtime.cli.main import main
 
     for args in (["-v", "list"], ["trust", "list", "-v"]):
         with pytest.raises(KeyError, match="a bug"):

@@ -41,16 +41,18 @@ from helpers.disttree import (
     statement_of,
     write_dist,
 )
-from triton_backend_runtime import dsse, dynsym, selection
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime import verify as runtime_verify
-from triton_backend_runtime.errors import SelectionError
-from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.verify import Context, verify_distribution
+from triton_backend_runtime.base.errors import SelectionError
+from triton_backend_runtime.manifest import model as m
+from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.triton import selection
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.verification import distribution as runtime_verify
+from triton_backend_runtime.verification import dynsym
+from triton_backend_runtime.verification.distribution import Context, verify_distribution
 
-from backend_packager.artifacts import artifact_from_file
+from backend_packager.scanning.artifacts import artifact_from_file
 
-pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.registry.BackendWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 
 # -- fixtures ------------------------------------------------------------------------------
 
@@ -130,7 +132,7 @@ BYTECODE_PROBE = """
 import json, sys
 import triton_backend_runtime.autohook as hook
 hook.install()
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 registry.get().verify()
 import demo_backend.compiler as compiler
 print(json.dumps({"ran": getattr(compiler, "RAN", "verified source"), "guarded": sorted(hook._guarded)}))
@@ -179,14 +181,14 @@ def test_a_source_symlinked_after_verification_is_refused(env: TrustEnv, site: P
     done = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("triton_backend_runtime.bytecode.SourceChanged: ") and source in last, done.stderr
+    assert last.startswith("triton_backend_runtime.triton.bytecode.SourceChanged: ") and source in last, done.stderr
 
 
 @pytest.mark.parametrize("reader", ["code_for", "verified_source"])
 def test_a_source_gone_between_finding_and_loading_is_an_import_error(tmp_path: Path, reader: str) -> None:
     """Found, then deleted before it is loaded: an ImportError naming it, not an OSError."""
-    from triton_backend_runtime import bytecode
-    from triton_backend_runtime.verdictcache import identity
+    from triton_backend_runtime.triton import bytecode
+    from triton_backend_runtime.verification.cache import identity
 
     source = tmp_path / "mod.py"
     source.write_text("X = 1\n")
@@ -1118,7 +1120,7 @@ def _triton(site: Path, env: TrustEnv, *keys: Any, manifest: bool = True) -> Dis
 @contextmanager
 def global_registry(site: Path, policy: str) -> Iterator[Any]:
     """The process-wide registry over ``site`` under ``policy``, forgotten afterwards."""
-    from triton_backend_runtime import registry
+    from triton_backend_runtime.loading import registry
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "path", [str(site), *sys.path])
@@ -1138,7 +1140,7 @@ def _core_spec(init: Path) -> Any:
 
 
 def test_core_verified(env: TrustEnv, site: Path) -> None:
-    from triton_backend_runtime.core import core_reason
+    from triton_backend_runtime.triton.core import core_reason
 
     _triton(site, env, env.key)
     reg = env.registry(site, policy="strict")
@@ -1147,7 +1149,7 @@ def test_core_verified(env: TrustEnv, site: Path) -> None:
 
 @pytest.mark.parametrize("change", ["tampered", "hash-only", "legacy", "shadowed"])
 def test_core_reason(env: TrustEnv, site: Path, tmp_path: Path, change: str) -> None:
-    from triton_backend_runtime.core import core_reason
+    from triton_backend_runtime.triton.core import core_reason
 
     dist = _triton(site, env, *([] if change == "hash-only" else [env.key]), manifest=change != "legacy")
     init = site / "triton" / "__init__.py"
@@ -1170,7 +1172,7 @@ def test_core_reason(env: TrustEnv, site: Path, tmp_path: Path, change: str) -> 
 
 
 def test_core_strict_raises_import_error_warn_does_not(env: TrustEnv, site: Path) -> None:
-    from triton_backend_runtime.core import CoreRejected, check_core
+    from triton_backend_runtime.triton.core import CoreRejected, check_core
 
     _triton(site, env, manifest=False)
     init = site / "triton" / "__init__.py"
@@ -1183,7 +1185,7 @@ def test_core_strict_raises_import_error_warn_does_not(env: TrustEnv, site: Path
 
 
 def test_a_huge_floor_does_not_break_import_triton_under_warn(env: TrustEnv, site: Path) -> None:
-    from triton_backend_runtime.core import check_core
+    from triton_backend_runtime.triton.core import check_core
 
     _triton(site, env, env.key)
     (env.trust / "min-versions").write_text("other-backend 1" + "0" * 5000 + "\n")
@@ -1291,7 +1293,7 @@ def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
     env: TrustEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from triton_backend_runtime import hook
-    from triton_backend_runtime import registry as process_registry
+    from triton_backend_runtime.loading import registry as process_registry
 
     origin = "/site/triton/backends/__init__.py"
     why = hook.unwrappable(origin, "backends = discover_my_own_way()\n")
@@ -1320,9 +1322,9 @@ def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
     ({"built_for": "3.9.0", "triton": "<3.9", "declared": True}, "3.9.0", "verify.plugin-range"),
 ])
 def test_plugin_contract_reason(terms: dict[str, Any], installed: str | None, code: str) -> None:
-    from triton_backend_runtime.errors import VerifyError
-    from triton_backend_runtime.plugins import check_terms
-    from triton_backend_runtime.verdict import PluginTerms
+    from triton_backend_runtime.base.errors import VerifyError
+    from triton_backend_runtime.triton.plugins import check_terms
+    from triton_backend_runtime.verification.verdict import PluginTerms
 
     with pytest.raises(VerifyError) as caught:
         check_terms(PluginTerms(captured=True, name="p", version="1", **terms), installed, "/site/libp.so")
@@ -1333,7 +1335,7 @@ def test_plugin_contract_reason(terms: dict[str, Any], installed: str | None, co
 @pytest.mark.parametrize(("kind", "code"), [("passes", "conflict.pass"), ("dialects", "conflict.dialect"),
                                             ("ops", "conflict.op")])
 def test_plugin_registration_conflict(kind: str, code: str) -> None:
-    from triton_backend_runtime.conflicts import Claim, resolve
+    from triton_backend_runtime.loading.conflicts import Claim, resolve
 
     first = Claim(0, "liba.so", "verified", 0, "a-plugin", "a-plugin 1.0", **{kind: ("shared", "a-only")})
     second = Claim(1, "libb.so", "verified", 1, "b-plugin", "b-plugin 1.0", **{kind: ("b-only", "shared")})
@@ -1351,7 +1353,7 @@ def test_plugin_registration_conflict(kind: str, code: str) -> None:
 def test_one_plugin_under_two_names_in_one_distribution_is_no_conflict() -> None:
     """triton 3.9.0 ships libMLIRDialectPlugin.so and .so.24.0git, one library copied (a wheel
     holds no symlinks): both stay admitted. The same claims from another distribution clash."""
-    from triton_backend_runtime.conflicts import Claim, resolve
+    from triton_backend_runtime.loading.conflicts import Claim, resolve
 
     def claim(key: int, path: str, dist: str) -> Claim:
         return Claim(key, path, "verified", key, dist, f"{dist} 3.9.0", passes=("plugingpu_conversion",),
@@ -1365,7 +1367,7 @@ def test_one_plugin_under_two_names_in_one_distribution_is_no_conflict() -> None
 
 
 def test_required_plugin_stops_compilation() -> None:
-    from triton_backend_runtime.compilekey import PluginRequiredError, StagesHook
+    from triton_backend_runtime.triton.compilekey import PluginRequiredError, StagesHook
 
     with pytest.raises(PluginRequiredError) as caught:
         StagesHook("d", None, lambda: ["plugin p (p 1.0) is excluded: verify.plugin-range: ..."])()
@@ -1375,7 +1377,7 @@ def test_required_plugin_stops_compilation() -> None:
 
 def test_triton_imported_before_the_hook_names_the_pth_that_did() -> None:
     """The whole case, in a real start-up, is in tests/runtime/test_hook_order.py."""
-    from triton_backend_runtime.hookorder import EarlyImport
+    from triton_backend_runtime.loading.hookorder import EarlyImport
 
     reason = EarlyImport("triton", "/site/triton/__init__.py", "/site/+hook.pth", ["/site/(early).pth"]).reason()
     assert (reason.code, reason.path) == ("policy.hook-late", "/site/(early).pth")

@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 from helpers.csrc import ElfFixtures, gcc
-from triton_backend_runtime import compilekey, discovery, dynsym, plugins, policy
-from triton_backend_runtime.errors import VerifyError
-from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.registry import PluginEntry
-from triton_backend_runtime.trust import load_trust_store, trust_sources
+from triton_backend_runtime.base.errors import VerifyError
+from triton_backend_runtime.loading import policy
+from triton_backend_runtime.loading.registry import PluginEntry
+from triton_backend_runtime.site import discovery
+from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.triton import compilekey, plugins
+from triton_backend_runtime.trust.keys import load_trust_store, trust_sources
+from triton_backend_runtime.verification import dynsym
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 
 def test_parse_entry_points() -> None:

@@ -14,9 +14,9 @@ import pytest
 from helpers import disttree
 from helpers.csrc import ElfFixtures
 from helpers.disttree import TrustEnv, entry, stub_loader, write_dist
-from triton_backend_runtime import manifest as m
-from triton_backend_runtime import registry
-from triton_backend_runtime.registry import Registry
+from triton_backend_runtime.loading import registry
+from triton_backend_runtime.loading.registry import Registry
+from triton_backend_runtime.manifest import model as m
 
 #: Trees found by the finders; what a test imports from its tree is forgotten after it.
 _no_triton_imported = disttree.no_triton_imported

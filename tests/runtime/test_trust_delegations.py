@@ -18,10 +18,9 @@ import pytest
 from helpers.csrc import ElfFixtures
 from helpers.disttree import TrustEnv, entry, write_dist
 from helpers.manifests import sample
-from triton_backend_runtime import dsse
-from triton_backend_runtime.errors import TrustStoreError
-from triton_backend_runtime.statement import manifest_from_statement
-from triton_backend_runtime.trust import (
+from triton_backend_runtime.base.errors import TrustStoreError
+from triton_backend_runtime.trust import dsse
+from triton_backend_runtime.trust.keys import (
     TrustStore,
     admit_signers,
     check_floor,
@@ -31,8 +30,9 @@ from triton_backend_runtime.trust import (
     trust_sources,
     write_atomic,
 )
+from triton_backend_runtime.trust.statement import manifest_from_statement
 
-from backend_packager import signing
+from backend_packager.manifest import signing
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
@@ -267,7 +267,7 @@ def test_a_writer_killed_before_its_rename_leaves_nothing_for_long(tmp_path: Pat
     write_atomic(str(target), b"triton 3.9\n")
     child = (
         "import os, signal, sys; sys.path.insert(0, sys.argv[2])\n"
-        "from triton_backend_runtime import atomicfile\n"
+        "from triton_backend_runtime.base import atomicfile\n"
         "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
         "atomicfile.write_atomic(sys.argv[1], b'half' * 1000)\n"
     )
@@ -389,7 +389,7 @@ def test_cli_errors_and_usage(cli: Cli, place: Place) -> None:
 def test_floor_holds_for_a_release_without_a_manifest(place: Place, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Downgrading to an unsigned (legacy) release below the floor is a rollback too."""
-    from triton_backend_runtime import registry
+    from triton_backend_runtime.loading import registry
 
     site_dir = tmp_path / "site"
     info = site_dir / "demo_backend-1.0.dist-info"

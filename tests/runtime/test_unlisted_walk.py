@@ -15,7 +15,7 @@ import pytest
 from helpers import disttree
 from helpers.csrc import ElfFixtures
 from helpers.disttree import Dist, TrustEnv, entry, write_dist, write_record
-from triton_backend_runtime.registry import Registry
+from triton_backend_runtime.loading.registry import Registry
 
 #: Trees found by the finders; what a test imports from its tree is forgotten after it.
 _no_triton_imported = disttree.no_triton_imported

@@ -19,10 +19,10 @@ from helpers.csrc import ElfFixtures
 from helpers.disttree import Dist, TrustEnv, code_of, codes, entry, make_key, write_dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime.installed import HashCache
-from triton_backend_runtime.trust import load_trust_store
-from triton_backend_runtime.verdict import Verdict
-from triton_backend_runtime.verify import Context, verify_distribution
+from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.trust.keys import load_trust_store
+from triton_backend_runtime.verification.distribution import Context, verify_distribution
+from triton_backend_runtime.verification.verdict import Verdict
 
 #: Trees found by the finders; what a test imports from its tree is forgotten after it.
 _no_triton_imported = disttree.no_triton_imported
@@ -246,7 +246,7 @@ def test_cache_file_unusable_is_ignored_and_rebuilt(env: TrustEnv, site: Path, c
 
 
 def test_cache_too_large(env: TrustEnv, site: Path) -> None:
-    from triton_backend_runtime.verdictcache import MAX_CACHE_BYTES
+    from triton_backend_runtime.verification.cache import MAX_CACHE_BYTES
 
     _warm(env, site)
     os.truncate(env.cache_file(), MAX_CACHE_BYTES + 1)

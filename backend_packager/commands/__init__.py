@@ -1,0 +1,53 @@
+"""Layer 6: one module per command: ``scan``, ``migrate``, ``adopt``, ``mirror``, ``verify``,
+``inspect`` (``inspection``), ``init`` (``scaffold``), and what they share (``published``,
+``mirrorindex``).
+"""
+
+# A name is imported from its module when first asked for (PEP 562): importing one module of
+# this layer must not import the others, since ``import triton`` pays for every module loaded.
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import adopt, inspection, migrate, mirror, mirrorindex, published, scaffold, scan, verify
+    from .inspection import as_json, inspect_wheel, render
+    from .migrate import Options, expand_inputs, migrate_many
+    from .scan import scan_paths
+    from .verify import verify_wheel
+
+__all__ = [
+    "Options",
+    "adopt",
+    "as_json",
+    "expand_inputs",
+    "inspect_wheel",
+    "inspection",
+    "migrate",
+    "migrate_many",
+    "mirror",
+    "mirrorindex",
+    "published",
+    "render",
+    "scaffold",
+    "scan",
+    "scan_paths",
+    "verify",
+    "verify_wheel",
+]
+
+_WHERE = {
+    "Options": "migrate",
+    "as_json": "inspection",
+    "expand_inputs": "migrate",
+    "inspect_wheel": "inspection",
+    "migrate_many": "migrate",
+    "render": "inspection",
+    "scan_paths": "scan",
+    "verify_wheel": "verify",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)

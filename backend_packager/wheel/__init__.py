@@ -1,0 +1,66 @@
+"""Layer 3: wheels. ``reader`` is the one wheel reader (what a pass over a wheel found);
+``writer`` writes one from raw copies and finished bytes.
+"""
+
+# A name is imported from its module when first asked for (PEP 562): importing one module of
+# this layer must not import the others, since ``import triton`` pays for every module loaded.
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import reader, writer
+    from .reader import (
+        MAX_MEMBER_SIZE,
+        ZIP_ERRORS,
+        Member,
+        WheelArchive,
+        WheelContents,
+        WheelName,
+        escape_name,
+        manifest_member,
+        open_wheel,
+        open_zip,
+    )
+    from .writer import FOREIGN_BINARY, Progress, WheelWriter, replaced_members
+
+__all__ = [
+    "FOREIGN_BINARY",
+    "MAX_MEMBER_SIZE",
+    "Member",
+    "Progress",
+    "WheelArchive",
+    "WheelContents",
+    "WheelName",
+    "WheelWriter",
+    "ZIP_ERRORS",
+    "escape_name",
+    "manifest_member",
+    "open_wheel",
+    "open_zip",
+    "reader",
+    "replaced_members",
+    "writer",
+]
+
+_WHERE = {
+    "FOREIGN_BINARY": "writer",
+    "MAX_MEMBER_SIZE": "reader",
+    "Member": "reader",
+    "Progress": "writer",
+    "WheelArchive": "reader",
+    "WheelContents": "reader",
+    "WheelName": "reader",
+    "WheelWriter": "writer",
+    "ZIP_ERRORS": "reader",
+    "escape_name": "reader",
+    "manifest_member": "reader",
+    "open_wheel": "reader",
+    "open_zip": "reader",
+    "replaced_members": "writer",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)

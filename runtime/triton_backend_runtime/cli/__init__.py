@@ -1,0 +1,38 @@
+"""The runtime's command line (``python -m triton_backend_runtime``) and the grammar both
+distributions' CLIs speak (``grammar``: exit codes, ``--json`` format, one-line failures).
+"""
+
+# A name is imported from its module when first asked for (PEP 562): importing one module of
+# this layer must not import the others, since ``import triton`` pays for every module loaded.
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import grammar, main
+    from .grammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "JSON_FORMAT",
+    "fail",
+    "grammar",
+    "main",
+    "run_command",
+]
+
+_WHERE = {
+    "EXIT_FAILED": "grammar",
+    "EXIT_OK": "grammar",
+    "EXIT_USAGE": "grammar",
+    "JSON_FORMAT": "grammar",
+    "fail": "grammar",
+    "run_command": "grammar",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)

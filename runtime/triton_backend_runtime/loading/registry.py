@@ -1,0 +1,766 @@
+"""The registry: one per process, it decides which backends and plugins Triton gets.
+
+Lifecycle of a backend (``Entry.state``, see :mod:`.vocab`)::
+
+    discovered -> verified | unverified | legacy | rejected      (verify)
+               -> loaded | failed | excluded                     (admit, resolve, load)
+               -> pending -> loaded | failed                     (plugins waiting for libtriton)
+               -> selected                                       (the driver Triton picked)
+
+``Entry.trust`` keeps the verification outcome after the state moves on. ``legacy`` is a
+backend whose distribution has no manifest: it is loaded exactly as Triton 3.9 loads it
+(under ``warn``) and marked legacy in every report, never dropped silently.
+
+The visible order: discover, verify, admit (policy), resolve (:mod:`.conflicts`, a pure
+function), locate (a backend whose package would be imported from anywhere but the
+verified location is excluded), load, hand over. All public methods take one re-entrant
+lock: two threads importing Triton at once load each backend once. ``verify`` and
+``load`` are idempotent; :meth:`Registry.reset` forgets everything (for tests).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base import (
+    BAD_STATES,
+    EXCLUDED,
+    FAILED,
+    LEGACY,
+    LOADED,
+    OFF,
+    REJECTED,
+    SELECTED,
+    VERIFIED,
+    CacheError,
+    ConflictError,
+    LoadError,
+    PolicyError,
+    State,
+    Trust,
+    TrustError,
+    VerifyError,
+    describe,
+)
+from ..site import DEFAULT_PACKAGE, Candidate, Discovery, Distribution, core_init, core_version, discover
+from ..verification import (
+    REHASH_ENV,
+    PluginTerms,
+    Reason,
+    Verdict,
+    VerifyCache,
+    cache_file,
+    context_digest,
+    reason_of,
+    same_file,
+    stat_identity,
+)
+from . import policy as pol
+
+Loader = Callable[[str, str], Any]
+
+
+class BackendWarning(UserWarning):
+    """A backend or plugin was excluded or failed; the message says which and why."""
+
+
+@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
+class Entry:
+    """One backend: where it came from, what verification said, where it is now."""
+
+    name: str
+    package: str
+    source: str
+    dist: Distribution | None
+    order: int
+    trust: Trust = "discovered"
+    state: State = "discovered"
+    reason: Reason | None = None
+    note: str = ""
+    signers: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    backend: Any = None
+    active: bool | None = None
+    inactive_reason: str = ""
+
+    def where(self) -> str:
+        return self.dist.dist_info if self.dist else self.package
+
+    def label(self) -> str:
+        return self.dist.label() if self.dist else "(no distribution)"
+
+
+@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
+class PluginEntry:
+    """One plugin library of a distribution with a manifest."""
+
+    dist: Distribution
+    path: str
+    file: str
+    api: str
+    name: str | None
+    trust: Trust
+    exports: list[str]
+    state: State = "discovered"
+    reason: Reason | None = None
+    signers: list[str] = field(default_factory=list)
+    handed_over: str = ""
+    note: str = ""
+    #: The contract (schema 1.2): captured at build time, declared by the vendor; None before.
+    terms: PluginTerms | None = None
+
+    def where(self) -> str:
+        return self.file
+
+    def required(self) -> bool:
+        """Whether compiling must stop when this plugin is not loaded (``on-failure = "fail"``)."""
+        return self.terms is not None and self.terms.on_failure == "fail"
+
+    def label(self) -> str:
+        return self.dist.label()
+
+
+class Registry:
+    """State shared by Triton's import, ``doctor`` and tests; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.policy, complaint = pol.current()
+            self.problems: list[Reason] = []
+            self.notes: list[Reason] = []
+            if complaint:
+                self.problems.append(reason_of(PolicyError("value", pol.POLICY_ENV, complaint)))
+            if f"{__package__}.hookorder" in sys.modules:  # loaded only where Triton came before the hook
+                from .hookorder import FOUND
+
+                self.problems += [found.reason() for found in FOUND]
+            self.discovery: Discovery | None = None
+            self.entries: list[Entry] = []
+            self.plugins: list[PluginEntry] = []
+            self.verdicts: dict[str, Verdict] = {}
+            self.trust_sources: list[str] = []
+            self.hashed_bytes = 0
+            self.result: dict[str, Any] | None = None
+            self.used_by_triton = False
+            self.manifest_digest: str | None = None
+            #: Why the Triton core did not verify (set by :mod:`.core` before triton/__init__ runs).
+            self.core: Reason | None = None
+            #: Two installed distributions claiming the imported triton/__init__.py (.ownership).
+            self.core_overlap: Any = None
+            #: Each ``libtriton.so`` a verified manifest lists, with the identity it was hashed
+            #: with (:func:`.verdictcache.identity`): what Triton loads is checked against it (.core).
+            self.libtriton_verified: dict[str, list[object]] = {}
+
+    # -- verify ---------------------------------------------------------------------------
+
+    def verify(self, *, rehash: bool = False, backends_dir: str | None = None, in_tree: bool | None = None,
+               package: str | None = None) -> None:
+        """Discover and verify everything once; later calls return at once. ``in_tree``: the
+        Triton scans its backend directories (3.0-3.3 always; later ones with
+        TRITON_BACKENDS_IN_TREE=1, the default when None). ``package``: the Triton package
+        (default: the one ``backends_dir`` belongs to, else ``triton``)."""
+        with self._lock:
+            if self.discovery is not None:
+                return
+            found = discover(backends_dir=backends_dir, in_tree=in_tree, package=package)
+            self._contested_core(found)
+            rehash = rehash or os.environ.get(REHASH_ENV, "") == "1"
+            self.verdicts = self._verdicts(found, rehash)
+            self.entries = [self._entry(c) for c in found.candidates]
+            self._legacy_floors()
+            self.plugins = [p for d in found.distributions for p in self._plugins(d)]
+            self._check_contracts(self.plugins, triton_version(found.triton, found.package))
+            self.discovery = found
+
+    def _contested_core(self, found: Discovery) -> None:
+        """Two RECORDs claim the triton/__init__.py that is imported: an install over another."""
+        if len(found.core_claims) < 2:
+            return
+        from ..site import core_overlap
+
+        self.core_overlap = core_overlap(found.core_claims)
+        if self.core_overlap is not None:
+            self.problems.append(self.core_overlap.reason(found.core_claims[0].dist_info))
+
+    def _legacy_floors(self) -> None:
+        """A version floor holds for releases without a manifest too (a downgrade to an
+        unsigned release is still a rollback); read only when a floor is configured."""
+        from ..trust import trust_sources
+
+        legacy = [e for e in self.entries if e.trust == LEGACY and e.dist is not None]
+        if not legacy or not any(os.path.basename(p) == "min-versions" for p in trust_sources()):
+            return
+        from ..trust import check_floor, load_trust_store
+
+        store, _ = load_trust_store()
+        for entry in legacy:
+            assert entry.dist is not None
+            try:
+                check_floor(store, entry.dist.name, entry.dist.version, entry.dist.dist_info)
+            except TrustError as exc:
+                entry.trust = entry.state = REJECTED
+                entry.reason = reason_of(exc)
+
+    def _verdicts(self, found: Discovery, rehash: bool) -> dict[str, Verdict]:
+        from ..trust import trust_sources
+
+        with_manifest = [d for d in found.distributions if d.manifest]
+        if not with_manifest:
+            return {}
+        self.trust_sources = trust_sources()
+        libtriton = libtriton_path(found.triton, found.package)
+        triton = found.triton
+        extra = [triton.label() if triton else "-", libtriton or "-", str(stat_identity(libtriton or "")),
+                 found.package]
+        context = context_digest(self.trust_sources, extra)
+        cache = VerifyCache(cache_file(), read=not rehash)
+        verdicts: dict[str, Verdict] = {}
+        ctx = None
+        core = found.triton.dist_info if found.triton else None
+        # The core first: its hashing then overlaps its own manifest's decoding, whatever sorts before it.
+        for dist in sorted(with_manifest, key=lambda d: d.dist_info != core):
+            verdict = cache.lookup(dist.dist_info, context)
+            if verdict is None:
+                ctx = ctx or self._context(found, libtriton, cache, rehash)
+                from ..verification import verify_distribution
+
+                verdict = _overwritten(dist) or verify_distribution(dist, ctx)
+                cache.store(dist.dist_info, context, verdict, ctx.hashes.taken)
+            verdicts[dist.dist_info] = verdict
+        if ctx is not None:
+            ctx.hashes.close()
+            cache.keep_hashes(ctx.hashes.entries)
+            self.hashed_bytes = ctx.hashes.hashed_bytes
+        cache.save()
+        self.notes += [reason_of(n) for n in cache.notes]
+        _guard_sources(with_manifest, verdicts, cache)
+        self.libtriton_verified = _verified_libtriton(with_manifest, verdicts, cache)
+        return verdicts
+
+    def _context(self, found: Discovery, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
+        from ..site import HashCache, hash_workers
+        from ..trust import load_trust_store
+        from ..verification import Context
+
+        store, problems = load_trust_store()
+        self.problems += [reason_of(p) for p in problems]
+        hashes = HashCache(cache.hash_entries(), rehash)
+        return Context(store, triton_version(found.triton, found.package), libtriton, hashes, hash_workers(),
+                       found.package)
+
+    def _entry(self, candidate: Candidate) -> Entry:
+        entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
+        verdict = self.verdicts.get(candidate.dist.dist_info) if candidate.dist else None
+        if verdict is None:
+            entry.trust = entry.state = LEGACY
+            entry.note = "no manifest (a legacy wheel): Triton's own loading, nothing verified"
+            return entry
+        entry.trust = entry.state = verdict.status
+        entry.reason, entry.note, entry.signers = verdict.problem, verdict.note, list(verdict.signers)
+        claim = next((c for c in verdict.backends if c.name == candidate.name), None)
+        if entry.trust != REJECTED and (claim is None or claim.package != candidate.package):
+            entry.trust = entry.state = REJECTED
+            signed = f"signed: {claim.package}" if claim else "the signed manifest declares no such backend"
+            entry.reason = reason_of(PolicyError(
+                "entry-point", entry.where(), f"backend {candidate.name} = {candidate.package} is not the one "
+                f"the manifest vouches for ({signed})"
+            ))
+        entry.targets = list(claim.targets) if claim else []
+        if entry.trust != REJECTED and claim is not None and claim.problem is not None:
+            entry.trust = entry.state = REJECTED  # its signers may not declare this name
+            entry.reason = claim.problem
+        return entry
+
+    def _plugins(self, dist: Distribution) -> list[PluginEntry]:
+        verdict = self.verdicts.get(dist.dist_info)
+        if verdict is None:
+            return []
+        return [
+            PluginEntry(dist, p.path, p.file, p.api, p.name, REJECTED if p.problem else verdict.status,
+                        list(p.exports), REJECTED if p.problem else verdict.status, p.problem or verdict.problem,
+                        list(verdict.signers), note=verdict.note, terms=p.terms)
+            for p in verdict.plugins
+        ]
+
+    def _check_contracts(self, plugins: list[PluginEntry], triton: str | None) -> None:
+        """Each plugin's contract against the installed Triton, before anything is loaded. A
+        broken contract is the cause of missing libtriton symbols, so it is the reason shown."""
+        checked = [p for p in plugins if p.terms is not None
+                   and (p.trust != REJECTED or (p.reason is not None and p.reason.code in _SYMPTOMS))]
+        if not checked:
+            return
+        from ..triton import check_terms
+
+        for plugin in checked:
+            assert plugin.terms is not None
+            try:
+                check_terms(plugin.terms, triton, plugin.file)
+            except VerifyError as exc:
+                then = f" (so: {plugin.reason.code}: {plugin.reason.message[:300]})" if plugin.reason else ""
+                plugin.trust = plugin.state = REJECTED
+                plugin.reason = Reason(exc.code, exc.path, exc.detail + then)
+
+    def missing_required(self) -> list[str]:
+        """Why compiling must stop: each plugin with ``on-failure = "fail"`` that is not loaded."""
+        with self._lock:
+            return [
+                f"plugin {p.terms.name if p.terms and p.terms.name else p.path} ({p.label()}) declares "
+                f"on-failure = \"fail\" and is {p.state}: {p.reason.code if p.reason else '-'}: "
+                f"{p.reason.message if p.reason else p.handed_over or p.note}"
+                for p in self.plugins if p.required() and p.state in BAD_STATES
+            ]
+
+    # -- load -----------------------------------------------------------------------------
+
+    def load(self, loader: Loader, backends_dir: str | None = None, in_tree: bool | None = None
+             ) -> dict[str, Any] | None:
+        """The backend table for Triton, or None when policy is ``off`` (Triton decides)."""
+        with self._lock:
+            if self.policy == OFF:
+                return None
+            if self.result is not None:
+                return self.result
+            self.verify(backends_dir=backends_dir, in_tree=in_tree)
+            self._rescan(in_tree, backends_dir)
+            backends = self._admit(self.entries)
+            plugins = self._admit(self.plugins)
+            self._resolve(backends, plugins)
+            result: dict[str, Any] = {}
+            for entry in sorted(backends, key=lambda e: e.order):
+                if entry.state != EXCLUDED and self._located(entry):
+                    self._load_one(entry, loader, result)
+            from ..triton import hand_over
+
+            triton = self.discovery.triton if self.discovery else None
+            package = self.discovery.package if self.discovery else DEFAULT_PACKAGE
+            hand_over([p for p in plugins if p.state != EXCLUDED], triton_version(triton, package), triton)
+            self._warn()
+            self.result = result
+            return result
+
+    def _rescan(self, in_tree: bool | None, backends_dir: str | None) -> None:
+        """Verified before Triton's discovery ran (the core check), under the environment's
+        discovery mode; a Triton that always scans its directories (3.0-3.3) then gets its
+        candidates again, that way. Verdicts do not depend on it and are kept."""
+        found = self.discovery
+        if in_tree is None or found is None or found.in_tree == in_tree:
+            return
+        self.discovery = discover(backends_dir=backends_dir, in_tree=in_tree)
+        self.entries = [self._entry(c) for c in self.discovery.candidates]
+        self._legacy_floors()
+
+    def _admit(self, items: list[Any]) -> list[Any]:
+        allowed = pol.ADMITS[self.policy]
+        admitted = []
+        for item in items:
+            if item.trust in allowed:
+                admitted.append(item)
+            elif item.state != EXCLUDED:
+                item.state = EXCLUDED
+                if item.reason is None or item.trust != REJECTED:
+                    why = item.reason.message if item.reason else item.note or item.trust
+                    item.reason = reason_of(PolicyError(
+                        "not-verified", item.where(), f"policy {self.policy} admits only "
+                        f"{', '.join(sorted(allowed))}; this one is {item.trust}: {why}"
+                    ))
+        return admitted
+
+    def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
+        admitted: list[Entry | PluginEntry] = [*backends, *plugins]
+        others = _keys([i for i in admitted if not self._is_core(i)])
+        core = self._core_claims(others) if others else {}
+        if not core and not _may_conflict(backends, plugins):
+            return  # nothing can conflict: the common case skips the rule, its import and the pins
+        from ..trust import load_pins
+        from .conflicts import resolve
+
+        pinned, problems = load_pins()
+        self.problems += [r for r in map(reason_of, problems) if r not in self.problems]
+        pins = {key: pin.dist for key, pin in pinned.items() if pin.dist is not None}
+        items: list[Entry | PluginEntry] = [*backends, *plugins]
+        claims = [_claim(i, item, self._is_core(item)) for i, item in enumerate(items)]
+        for exclusion in resolve(claims[: len(backends)], claims[len(backends):], core, pins):
+            item = items[exclusion.key]
+            item.state = EXCLUDED
+            item.reason = reason_of(ConflictError(exclusion.code, item.where(), exclusion.detail))
+
+    def _is_core(self, item: Entry | PluginEntry) -> bool:
+        triton = self.discovery.triton if self.discovery else None
+        return triton is not None and item.dist is not None and item.dist.dist_info == triton.dist_info
+
+    def _core_claims(self, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """Which of ``wanted`` the Triton core claims, whatever became of its claim (excluded
+        or not), each with the core's label: the core's names are its own (:mod:`.conflicts`).
+        Only the kinds asked for are gathered (a bundled plugin's thousands of exports are not,
+        unless another plugin's exports are in question)."""
+        triton = self.discovery.triton if self.discovery else None
+        if triton is None:
+            return {}
+        everything: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
+        items = [i for i in everything if self._is_core(i)]
+        verdict = self.verdicts.get(triton.dist_info)
+        declared = [(b.name, tuple(b.targets)) for b in verdict.backends] if verdict else []
+        claimed = _keys(items, declared, {kind for kind, _ in wanted})
+        return dict.fromkeys(sorted(claimed & wanted), triton.label())
+
+    def _located(self, entry: Entry) -> bool:
+        """Whether ``entry.package`` imports from the location that was verified."""
+        if entry.dist is None or entry.trust == LEGACY:
+            return True
+        expected = os.path.join(entry.dist.root, *entry.package.split("."))
+        try:
+            found = locate_package(entry.package)
+        except Exception as exc:  # a finder's failure: where it would be imported from is unknown
+            entry.state = EXCLUDED
+            entry.reason = reason_of(VerifyError(
+                "shadowed", entry.package, f"cannot tell where {entry.package} would be imported from "
+                f"({describe(exc)}), so not whether it is the verified {expected}"
+            ))
+            return False
+        if found is not None and same_file(found, expected):
+            return True
+        entry.state = EXCLUDED
+        entry.reason = reason_of(VerifyError(
+            "shadowed", found or entry.package, f"{entry.package} would be imported from {found or 'nowhere'}, "
+            f"not from the verified {expected} (an earlier sys.path entry shadows it)"
+        ))
+        return False
+
+    def _load_one(self, entry: Entry, loader: Loader, result: dict[str, Any]) -> None:
+        try:
+            entry.backend = loader(entry.name, entry.package)
+        except Exception as exc:  # a broken backend must never break the others
+            entry.state = FAILED
+            entry.reason = reason_of(LoadError("import", entry.package, describe(exc)))
+            return
+        entry.state = LOADED
+        result[entry.name] = entry.backend
+
+    def _warn(self) -> None:
+        for problem in self.problems:
+            emit(f"{problem.path}: {problem.message}")
+        items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
+        for item in items:
+            if item.state in (EXCLUDED, FAILED) and item.reason:
+                kind, name = ("backend", item.name) if isinstance(item, Entry) else ("plugin", item.path)
+                emit(f"Triton {kind} {name} ({item.label()}) {item.state}: {item.reason.path}: {item.reason.message}"
+                     + _failure_policy(item))
+
+    # -- select ---------------------------------------------------------------------------
+
+    def mark_selected(self, driver_class: type) -> None:
+        with self._lock:
+            for entry in self.entries:
+                if entry.backend is not None and getattr(entry.backend, "driver", None) is driver_class:
+                    entry.state = SELECTED
+
+    # -- report ---------------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        """Everything, as plain JSON-able data: the ``list --json`` document."""
+        from dataclasses import asdict
+
+        with self._lock:
+            triton = self.discovery.triton if self.discovery else None
+            return {
+                "policy": self.policy,
+                "used_by_triton": self.used_by_triton,
+                "discovery": "in-tree" if self.discovery and self.discovery.in_tree else "entry-points",
+                "triton": triton.label() if triton else None,
+                "triton_core": _core_row(self.discovery),
+                "package": self.discovery.package if self.discovery else DEFAULT_PACKAGE,
+                "renamed_cores": _renamed_cores(self.discovery),
+                "trust_sources": self.trust_sources or _trust_sources(),
+                "cache": cache_file(),
+                "manifest_digest": self.manifest_digest,
+                "core": asdict(self.core) if self.core else None,
+                "problems": [asdict(p) for p in self.problems],
+                "notes": [asdict(n) for n in self.notes],
+                "backends": [_backend_row(e, self.verdicts) for e in self.entries],
+                "plugins": [_plugin_row(p, self.verdicts) for p in self.plugins],
+            }
+
+    def healthy(self) -> bool:
+        items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
+        return not self.problems and all(i.state not in BAD_STATES for i in items)
+
+
+def _overwritten(dist: Distribution) -> Verdict | None:
+    """A rejection, before any hashing, when another distribution installed over this one
+    owns files its RECORD lists (``conflict.files``); None when the files are its own."""
+    from ..site import overlaps_of
+
+    for overlap in overlaps_of(dist):
+        if overlap.on_disk is not None and overlap.on_disk is not dist:
+            shared = [os.path.join(dist.root, *p.split("/")) for p in overlap.shared[:16]]
+            files = [dist.dist_info, dist.manifest or dist.dist_info, overlap.second.dist_info, *shared]
+            return Verdict(REJECTED, problem=overlap.reason(dist.dist_info), files=files)
+    return None
+
+
+def _verified_libtriton(dists: list[Distribution], verdicts: dict[str, Verdict],
+                        cache: VerifyCache) -> dict[str, list[object]]:
+    """Each ``<package>/_C/libtriton.so`` of a verified distribution: the identity it was hashed with."""
+    found: dict[str, list[object]] = {}
+    for dist in dists:
+        if verdicts[dist.dist_info].status == VERIFIED:
+            found.update((path, ident) for path, ident in cache.identities(dist.dist_info, "/_C/libtriton.so"))
+    return found
+
+
+def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache) -> None:
+    """Tell the import hook which sources were verified, as they were: their modules then
+    run the verified source's code, never a pyc from ``__pycache__`` (:mod:`.bytecode`)."""
+    from ..autohook import guard
+
+    sources: dict[str, list[object]] = {}
+    tops: set[str] = set()
+    for dist in dists:
+        if verdicts[dist.dist_info].status != VERIFIED:
+            continue
+        for path, ident in cache.identities(dist.dist_info, ".py"):
+            if path.startswith(dist.root + os.sep):
+                sources[path] = ident
+                top = path[len(dist.root) + 1:].split(os.sep, 1)[0]
+                tops.add(top[:-3] if top.endswith(".py") else top)
+    guard(sources, tops)
+
+
+def emit(message: str) -> None:
+    """A BackendWarning; under ``-W error`` one line on stderr instead of an exception, since
+    the registry's warnings must never be what makes ``import triton`` fail."""
+    try:
+        warnings.warn(message, BackendWarning, stacklevel=4)
+    except Warning:
+        print(f"BackendWarning: {message}", file=sys.stderr)
+
+
+def locate_package(package: str) -> str | None:
+    """The directory ``import package`` would load from, found without running any of it:
+    parents already imported are asked for their ``__path__``; others are searched by the
+    finders as the import system would (a top level by every finder on ``sys.meta_path``)."""
+    import importlib.machinery
+
+    parts = package.split(".")
+    search: list[str] = []
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        module = sys.modules.get(name)
+        spec = getattr(module, "__spec__", None) if module is not None else None
+        if spec is not None or depth == 1:
+            spec = spec or _find_spec(name, None)
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            search = list(spec.submodule_search_locations)
+            continue
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(name, search)
+        except KeyError:
+            # no module or regular package of that name, but namespace portions (PEP 420): the
+            # path object of a namespace whose parent is not imported looks the parent up in
+            # sys.modules and fails. Its portions are the directories of that name in the
+            # parent's locations, as the path finder found them.
+            search = [p for entry in search if os.path.isdir(p := os.path.join(entry, parts[depth - 1]))]
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        search = list(spec.submodule_search_locations)
+    return search[0] if search else None
+
+
+def _find_spec(name: str, path: list[str] | None) -> Any:
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, path)
+        except Exception:  # a broken finder is the import system's problem, not a location
+            continue
+        if spec is not None:
+            return spec
+    return None
+
+
+def _repeats(items: list[str]) -> bool:
+    return len(set(items)) != len(items)
+
+
+def _claim(key: int, item: Entry | PluginEntry, core: bool) -> Any:
+    from .conflicts import Claim
+
+    dist = item.dist
+    order = dist.order if dist else 1 << 30
+    dist_key = dist.key if dist else ""
+    if isinstance(item, Entry):
+        return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets),
+                     core=core)
+    terms = item.terms
+    return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports),
+                 passes=tuple(terms.passes) if terms else (), dialects=tuple(terms.dialects) if terms else (),
+                 ops=tuple(terms.ops) if terms else (), core=core)
+
+
+def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[str, ...]]] = (),
+          kinds: set[str] | None = None) -> set[tuple[str, str]]:
+    """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`; only ``kinds``
+    when given), and the ``(backend name, targets)`` pairs of ``declared``."""
+    keys: set[tuple[str, str]] = set()
+    for name, targets in declared:
+        keys.add(("backend", name))
+        keys.update(("target", t) for t in targets)
+    for item in items:
+        if isinstance(item, Entry):
+            keys.add(("backend", item.name))
+            keys.update(("target", t) for t in item.targets)
+            continue
+        _, exports, passes, dialects, ops = _library(item)
+        for kind, names in (("symbol", exports), ("pass", passes), ("dialect", dialects), ("op", ops)):
+            if names and (kinds is None or kind in kinds):
+                keys.update((kind, n) for n in names)
+    return keys
+
+
+def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
+    from dataclasses import asdict
+
+    return asdict(terms) if terms else None
+
+
+#: Rejections that a plugin built for another Triton explains or repeats (its own contract is
+#: then its reason: the distribution's Triton requirement, missing libtriton symbols).
+_SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
+
+
+def _may_conflict(backends: list[Entry], plugins: list[PluginEntry]) -> bool:
+    """Whether :func:`.conflicts.resolve` could exclude anything among the admitted: some name
+    is claimed twice (the core's names claimed by others are looked for apart). One
+    distribution's copies of one library (the same exports, passes, dialects and ops: a wheel
+    holds no symlinks) count once, as the rule counts them: triton 3.9.0 bundles
+    ``libMLIRDialectPlugin.so`` and ``.so.24.0git``, and its warm import then skips the rule."""
+    if _repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets]):
+        return True
+    libraries = list(dict.fromkeys(_library(p) for p in plugins))
+    return any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5))
+
+
+def _library(plugin: PluginEntry) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """What the conflict rule compares of a plugin (``conflicts._same_library``), its
+    distribution first: exports, passes, dialects, ops."""
+    terms = plugin.terms
+    if terms is None:
+        return plugin.dist.key, tuple(plugin.exports), (), (), ()
+    return plugin.dist.key, tuple(plugin.exports), tuple(terms.passes), tuple(terms.dialects), tuple(terms.ops)
+
+
+def _failure_policy(item: Entry | PluginEntry) -> str:
+    if not isinstance(item, PluginEntry) or item.terms is None or not item.terms.declared:
+        return ""
+    if item.required():
+        return " (on-failure = \"fail\": compiling raises until it loads)"
+    return " (on-failure = \"fallback\": kernels compile with the standard pipeline, without it)"
+
+
+def _reason(reason: Reason | None) -> dict[str, str] | None:
+    return None if reason is None else {"code": reason.code, "path": reason.path, "message": reason.message}
+
+
+def _dist_row(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dict[str, Any]:
+    if dist is None:
+        return {"distribution": None, "version": None, "dist_info": None, "manifest": None, "coverage": None,
+                "signature": None}
+    verdict = verdicts.get(dist.dist_info)
+    return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info,
+            "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None,
+            "signature": verdict.signature or None if verdict else None}
+
+
+def _backend_row(e: Entry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
+    return {
+        "name": e.name, "package": e.package, "source": e.source, **_dist_row(e.dist, verdicts),
+        "trust": e.trust, "state": e.state, "active": e.active, "signers": e.signers,
+        "targets": e.targets, "note": e.note, "reason": _reason(e.reason),
+    }
+
+
+def _plugin_row(p: PluginEntry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
+    return {
+        "path": p.path, "file": p.file, "api": p.api, "name": p.name, **_dist_row(p.dist, verdicts),
+        "trust": p.trust, "state": p.state, "signers": p.signers, "handed_over": p.handed_over,
+        "note": p.note, "reason": _reason(p.reason), "contract": _terms_row(p.terms),
+    }
+
+
+def _trust_sources() -> list[str]:
+    """The trust files, also when no installed distribution has a manifest (then verification
+    never needed them): a report must not say no key is trusted when one is."""
+    from ..trust import trust_sources
+
+    return trust_sources()
+
+
+def triton_version(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
+    """The installed Triton's version as Triton reports it (``<package>.__version__``, read from
+    the file), else its distribution's: a fork's distribution version need not be Triton's."""
+    return None if triton is None else core_version(triton, package) or triton.version
+
+
+def _core_row(found: Discovery | None) -> dict[str, Any] | None:
+    """What ``import <package>`` imports: the distribution whose RECORD lists the file, its
+    version, ``<package>.__version__`` and the ``libtriton.so`` beside it."""
+    triton = found.triton if found else None
+    if found is None or triton is None:
+        return None
+    return {
+        "distribution": triton.name, "version": triton.version, "dist_info": triton.dist_info,
+        "init": os.path.join(triton.root, *core_init(found.package).split("/")),
+        "__version__": core_version(triton, found.package), "libtriton": libtriton_path(triton, found.package),
+        "also_claimed_by": [d.label() for d in found.core_claims[1:]],
+    }
+
+
+def _renamed_cores(found: Discovery | None) -> list[dict[str, str]]:
+    """Looked for only when no ``triton`` core is on the path: signed distributions that install
+    Triton under another package name (``doctor --package NAME`` examines one)."""
+    if found is None or found.triton is not None or found.package != DEFAULT_PACKAGE:
+        return []
+    from ..site import renamed_cores
+
+    signed = [d for d in found.distributions if d.manifest]
+    return [{"distribution": d.label(), "package": p} for d, p in renamed_cores(signed)]
+
+
+def libtriton_path(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
+    if triton is None:
+        return None
+    path = os.path.join(triton.root, package, "_C", "libtriton.so")
+    return path if os.path.isfile(path) else None
+
+
+_REGISTRY = Registry()
+
+
+def get() -> Registry:
+    """The process-wide registry."""
+    return _REGISTRY
+
+
+def reset() -> None:
+    """Forget everything (tests): the next load discovers and verifies again."""
+    _REGISTRY.reset()
+
+
+__all__ = [
+    "BackendWarning", "CacheError", "Entry", "PluginEntry", "Registry", "TrustError", "emit", "get",
+    "locate_package", "reset",
+]

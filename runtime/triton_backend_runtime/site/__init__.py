@@ -1,0 +1,122 @@
+"""Layer 3: the installed site as hostile input. What Triton would discover (``discovery``),
+installed files read within bounds and confined paths (``installed``), a file's identity
+(``identity``) and files two RECORDs both claim (``ownership``).
+"""
+
+# A name is imported from its module when first asked for (PEP 562): importing one module of
+# this layer must not import the others, since ``import triton`` pays for every module loaded.
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import discovery, installed, ownership
+    from .discovery import (
+        DEFAULT_PACKAGE,
+        Candidate,
+        Discovery,
+        Distribution,
+        RecordSyntaxError,
+        backends_group,
+        core_init,
+        core_version,
+        discover,
+        other_dist_infos,
+        parse_entry_points,
+        read_small_text,
+        record_lines,
+        record_row,
+        record_row_matches,
+        renamed_cores,
+    )
+    from .installed import (
+        CHUNK,
+        MAX_WALK_ENTRIES,
+        Confinement,
+        HashCache,
+        check_package_name,
+        hash_workers,
+        installed_path,
+        open_installed,
+        read_bounded,
+        regular_stat,
+        walk_files,
+        wheel_path_parts,
+    )
+    from .ownership import Overlap, core_overlap, overlaps_of
+
+__all__ = [
+    "CHUNK",
+    "Candidate",
+    "Confinement",
+    "DEFAULT_PACKAGE",
+    "Discovery",
+    "Distribution",
+    "HashCache",
+    "MAX_WALK_ENTRIES",
+    "Overlap",
+    "RecordSyntaxError",
+    "backends_group",
+    "check_package_name",
+    "core_init",
+    "core_overlap",
+    "core_version",
+    "discover",
+    "discovery",
+    "hash_workers",
+    "installed",
+    "installed_path",
+    "open_installed",
+    "other_dist_infos",
+    "overlaps_of",
+    "ownership",
+    "parse_entry_points",
+    "read_bounded",
+    "read_small_text",
+    "record_lines",
+    "record_row",
+    "record_row_matches",
+    "regular_stat",
+    "renamed_cores",
+    "walk_files",
+    "wheel_path_parts",
+]
+
+_WHERE = {
+    "CHUNK": "installed",
+    "Candidate": "discovery",
+    "Confinement": "installed",
+    "DEFAULT_PACKAGE": "discovery",
+    "Discovery": "discovery",
+    "Distribution": "discovery",
+    "HashCache": "installed",
+    "MAX_WALK_ENTRIES": "installed",
+    "Overlap": "ownership",
+    "RecordSyntaxError": "discovery",
+    "backends_group": "discovery",
+    "check_package_name": "installed",
+    "core_init": "discovery",
+    "core_overlap": "ownership",
+    "core_version": "discovery",
+    "discover": "discovery",
+    "hash_workers": "installed",
+    "installed_path": "installed",
+    "open_installed": "installed",
+    "other_dist_infos": "discovery",
+    "overlaps_of": "ownership",
+    "parse_entry_points": "discovery",
+    "read_bounded": "installed",
+    "read_small_text": "discovery",
+    "record_lines": "discovery",
+    "record_row": "discovery",
+    "record_row_matches": "discovery",
+    "regular_stat": "installed",
+    "renamed_cores": "discovery",
+    "walk_files": "installed",
+    "wheel_path_parts": "installed",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)

@@ -1,0 +1,141 @@
+"""File ownership: files that the RECORDs of two installed distributions both claim.
+
+pip installs a wheel over whatever is there: a Triton fork installed over ``triton``
+overwrites hundreds of its files, and both RECORDs (PEP 376) then list them. The files on
+disk are the ones of the distribution installed last; the other one's RECORD (and manifest)
+no longer describe them, and uninstalling either deletes the other's files. Hashing would
+only say "sha256 differs" on whichever shared file came first; this module says why, before
+anything is hashed: which two distributions, how many files they share, which one the files
+on disk match, and the command that repairs it (``conflict.files``).
+
+It reads RECORDs only: on the cold path for the distributions being verified (one bounded
+read per distribution in the same ``sys.path`` entry whose RECORD mentions one of their
+top-level directories, a C-speed substring test first), and for the Triton core when two
+RECORDs claim its ``__init__.py`` (known from discovery).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..base import ConflictError
+from ..verification import Reason, reason_of
+from .discovery import (
+    Distribution,
+    RecordSyntaxError,
+    metadata_name_version,
+    other_dist_infos,
+    read_small_text,
+    record_lines,
+    record_row_matches,
+)
+
+#: Shared files whose rows differ that are compared with the disk, at most: a few decide it.
+MAX_COMPARED = 16
+#: Files bigger than this are not hashed to decide it (libtriton.so is ~400 MB).
+MAX_HASHED_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Two distributions whose RECORDs list the same files."""
+
+    first: Distribution
+    second: Distribution
+    shared: tuple[str, ...]  # wheel paths, sorted
+    on_disk: Distribution | None  # the one the shared files match (installed last); None: neither or both
+
+    def describe(self) -> str:
+        count = len(self.shared)
+        if self.on_disk is None:
+            return (f"{self.first.label()} and {self.second.label()} both own {count} file(s) (e.g. "
+                    f"{self.shared[0]}); the files on disk match neither RECORD alone; repair: "
+                    f"{repair_command(self.first)}")
+        other = self.second if self.on_disk is self.first else self.first
+        return (f"{self.on_disk.label()} and {other.label()} both own {count} file(s) (e.g. {self.shared[0]}); "
+                f"the files on disk are {self.on_disk.label()}'s (installed last), so {other.label()} is broken; "
+                f"repair: {repair_command(other)}, or uninstall one of them")
+
+    def reason(self, path: str) -> Reason:
+        return reason_of(ConflictError("files", path, self.describe()))
+
+
+def repair_command(dist: Distribution) -> str:
+    return f"pip install --force-reinstall --no-deps {dist.name}=={dist.version}"
+
+
+def record_rows(dist_info: str) -> dict[str, str]:
+    """Wheel path -> the rest of its RECORD row (hash, size); the installed files only."""
+    rows: dict[str, str] = {}
+    try:
+        for _, (path, *rest) in record_lines(read_small_text(os.path.join(dist_info, "RECORD")) or ""):
+            if path and not _metadata(path):
+                rows[path] = ",".join(rest)
+    except RecordSyntaxError:
+        pass  # the rows before a line csv refuses are what this RECORD says
+    return rows
+
+
+def _metadata(path: str) -> bool:
+    top = path.split("/", 1)[0]
+    return top.endswith((".dist-info", ".data")) or "/__pycache__/" in path or path.endswith(".pyc")
+
+
+def _tops(rows: dict[str, str]) -> set[str]:
+    return {p.split("/", 1)[0] + "/" for p in rows if "/" in p}
+
+
+def overlaps_of(dist: Distribution, rows: dict[str, str] | None = None) -> list[Overlap]:
+    """Every other distribution in ``dist``'s ``sys.path`` entry sharing files with it."""
+    rows = record_rows(dist.dist_info) if rows is None else rows
+    tops = _tops(rows)
+    if not tops:
+        return []
+    found = []
+    for info in other_dist_infos(dist):
+        path = os.path.join(dist.root, info)
+        text = read_small_text(os.path.join(path, "RECORD")) or ""
+        if not any(text.startswith(t) or f"\n{t}" in text for t in tops):
+            continue
+        other = _distribution(path, dist)
+        overlap = compare(dist, rows, other, record_rows(path))
+        if overlap is not None:
+            found.append(overlap)
+    return found
+
+
+def _distribution(dist_info: str, near: Distribution) -> Distribution:
+    stem = os.path.basename(dist_info)[: -len(".dist-info")]
+    name, _, version = stem.partition("-")
+    real_name, real_version = metadata_name_version(dist_info)
+    return Distribution(real_name or name, real_version or version, dist_info, near.root, near.order)
+
+
+def compare(a: Distribution, a_rows: dict[str, str], b: Distribution, b_rows: dict[str, str]) -> Overlap | None:
+    """The overlap of two RECORDs, and which one the shared files on disk match."""
+    shared = sorted(set(a_rows) & set(b_rows))
+    if not shared:
+        return None
+    # the smallest differing files first: a few decide it, and none is hashed above the cap
+    differing = sorted((p for p in shared if a_rows[p] != b_rows[p]), key=lambda p: _size(a_rows[p]))
+    votes = {"a": 0, "b": 0}
+    for path in [p for p in differing if _size(a_rows[p]) <= MAX_HASHED_BYTES][:MAX_COMPARED]:
+        installed = os.path.join(a.root, *path.split("/"))
+        votes["a"] += record_row_matches(f"{path},{a_rows[path]}", installed)
+        votes["b"] += record_row_matches(f"{path},{b_rows[path]}", installed)
+    on_disk = a if votes["a"] > votes["b"] else b if votes["b"] > votes["a"] else None
+    return Overlap(a, b, tuple(shared), on_disk)
+
+
+def _size(rest: str) -> int:
+    """The size field of a RECORD row's remainder (``sha256=...,SIZE``); huge when unreadable."""
+    size = rest.rpartition(",")[2]
+    return int(size) if size.isdigit() and len(size) < 16 else 1 << 62
+
+
+def core_overlap(claims: list[Distribution]) -> Overlap | None:
+    """The first two distributions whose RECORDs claim the imported ``triton/__init__.py``."""
+    if len(claims) < 2:
+        return None
+    return compare(claims[0], record_rows(claims[0].dist_info), claims[1], record_rows(claims[1].dist_info))

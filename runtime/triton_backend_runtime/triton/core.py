@@ -1,0 +1,233 @@
+"""The Triton core, verified before ``triton/__init__.py`` runs.
+
+``triton/__init__`` loads ``libtriton`` (and imports most of the package) before
+``triton.backends`` is imported, so a check made only at backend discovery comes after the
+core has run. The ``.pth`` hook's import finder (:mod:`.autohook`) therefore calls
+:func:`check_core` with the spec of ``triton`` the import system is about to execute.
+
+The core is the distribution whose files hold that ``triton/__init__.py`` (found by where
+it is installed, not by the name ``triton``: forks install the package under other
+names; a vendor release that renames the package holds ``<package>/__init__.py``). It
+passes when that distribution's manifest verified (every file of it, with a schema 1.1
+manifest). Under ``strict`` anything else raises :class:`ImportError` naming
+the file and the reason: the one case where a policy stops ``import triton``, since every
+backend depends on the core. Under ``warn`` it is a warning; under ``off``, nothing.
+
+Verification hashes ``libtriton.so``; ``triton/__init__`` then ``dlopen``-s it by name, later.
+A library replaced or written in between would run unverified, so once Triton has loaded it
+(:func:`check_loaded`, called after ``triton._C.libtriton`` is imported) the file mapped into
+the process must have the identity that was hashed: ``verify.changed`` otherwise (strict:
+``import triton`` fails; warn: a warning).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..base import OFF, STRICT, VERIFIED, PolicyError, VerifyError
+from ..site import DEFAULT_PACKAGE, core_init
+from ..verification import Reason, identity, reason_of, same_file
+
+if TYPE_CHECKING:
+    from ..site import Overlap
+
+
+#: The reason code of files owned by two distributions (:mod:`.ownership`).
+CONFLICT = "conflict.files"
+
+
+class CoreRejected(ImportError):
+    """``import triton`` refused under strict: the core did not verify."""
+
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+        self.reason = reason
+
+
+def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
+    """Verify the distribution ``spec`` (of ``package``) comes from; raise under strict."""
+    from ..loading import registry as reg
+
+    registry = reg.get()
+    if registry.policy == OFF or spec is None or not getattr(spec, "origin", None):
+        return None
+    registry.verify(package=package)
+    reason = core_reason(registry, str(spec.origin))
+    registry.core = reason
+    if reason is not None and registry.policy == STRICT:
+        raise CoreRejected(reason)
+    if reason is not None:
+        reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+    # triton/__init__ is about to load libtriton: what it may load with it is decided now
+    from .pluginguard import check_plugin_paths, guard
+
+    guard(registry)
+    check_plugin_paths(registry)  # raises under strict
+    verified = _verified_identity(registry, os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
+    if reason is None and verified is not None:
+        from ..autohook import after_import
+
+        after_import(f"{package}._C.libtriton", lambda module: check_loaded(module, verified, registry))
+    return reason
+
+
+def _verified_identity(registry: Any, lib: str) -> list[object] | None:
+    """The identity ``lib`` was verified with. The spec's origin is absolute, a verified path
+    is as its ``sys.path`` entry was written (``""`` is ``.``): the same file either way."""
+    table: dict[str, list[object]] = registry.libtriton_verified
+    found = table.get(lib)
+    if found is None:
+        found = next((ident for path, ident in table.items() if same_file(path, lib)), None)
+    return found
+
+
+def check_loaded(module: Any, verified: list[object], registry: Any) -> None:
+    """After ``dlopen``: the ``libtriton.so`` mapped into this process must be the file that
+    was verified (replaced or written in between, it is not). Raises :class:`CoreRejected`
+    under strict (``import triton`` fails; the library stays mapped but nothing uses it), warns
+    under warn."""
+    from ..loading import registry as reg
+
+    path = getattr(module, "__file__", None)
+    reason = loaded_reason(path, verified) if isinstance(path, str) else None
+    if reason is None:
+        return
+    registry.core = reason
+    if registry.policy == STRICT:
+        raise CoreRejected(reason)
+    registry.problems.append(reason)
+    reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+
+
+def loaded_reason(path: str, verified: list[object]) -> Reason | None:
+    """Why the library mapped from ``path`` is not the file of identity ``verified``.
+
+    ``/proc/self/maps`` names the device and inode of each mapping; ``/proc/self/map_files``
+    stats the very file mapped (where this user may: root, or ``CAP_CHECKPOINT_RESTORE``).
+    Otherwise the mapping's inode must be the verified one and the file at ``path`` must
+    still have the verified identity (so it was not written in place either). The device
+    number of an overlay (containers) differs between the two views: a mismatch is accepted
+    where the file's own device is an anonymous one (major 0) and all else matches."""
+    try:
+        mapped = _mapping(path)
+    except OSError:  # no /proc: the file at the path must still be the one verified
+        now = _identity(path)
+        return None if now == verified else _changed(path, _show(now), verified)
+    if mapped is None:
+        return reason_of(VerifyError("changed", path, "the libtriton.so imported is not mapped in this process "
+                                     "under its path: what was loaded cannot be checked"))
+    span, dev, ino = mapped
+    shown = f"device {os.major(dev)}:{os.minor(dev)}, inode {ino}"
+    try:
+        exact = identity(os.stat(f"/proc/self/map_files/{span}"))
+    except OSError:
+        exact = None
+    if exact is not None:
+        return None if exact == verified else _changed(path, _show(exact), verified)
+    now = _identity(path)
+    vdev = int(verified[0])  # type: ignore[call-overload]
+    same_dev = dev == vdev or (os.major(vdev) == 0 and now is not None and now[0] == vdev)
+    if ino == verified[1] and same_dev and now == verified:
+        return None
+    return _changed(path, shown, verified)
+
+
+def _mapping(path: str) -> tuple[str, int, int] | None:
+    """(address range, device, inode) of the first mapping of ``path`` in this process."""
+    real = os.fsencode(os.path.realpath(path))
+    with open("/proc/self/maps", "rb") as maps:  # the kernel's text: OSError where there is no /proc
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].rstrip(b"\n") in (real, real + b" (deleted)"):
+                major, minor = parts[3].split(b":")
+                return parts[0].decode(), os.makedev(int(major, 16), int(minor, 16)), int(parts[4])
+    return None
+
+
+def _identity(path: str) -> list[object] | None:
+    try:
+        return identity(os.stat(path))
+    except OSError:
+        return None
+
+
+def _show(ident: list[object] | None) -> str:
+    if ident is None:
+        return "gone"
+    dev = int(ident[0])  # type: ignore[call-overload]
+    return f"device {os.major(dev)}:{os.minor(dev)}, inode {ident[1]}, size {ident[2]}, mtime_ns {ident[3]}"
+
+
+def _changed(path: str, loaded: str, verified: list[object]) -> Reason:
+    return reason_of(VerifyError("changed", path, f"the libtriton.so loaded ({loaded}) is not the file verified "
+                                 f"({_show(verified)}): replaced or written after it was verified"))
+
+
+def core_reason(registry: Any, init_path: str) -> Reason | None:
+    """Why the core at ``init_path`` is not verified; None when it is."""
+    found = registry.discovery
+    triton = found.triton if found else None
+    root = os.path.dirname(os.path.dirname(init_path))
+    init = core_init(found.package if found else DEFAULT_PACKAGE)
+    if triton is None or not same_file(triton.root, root):
+        # no RECORD claims it: a manifest in that sys.path entry that lists it (no I/O)
+        triton = next((d for d in _signed(registry) if same_file(d.root, root) and _lists_core(registry, d, init)),
+                      None)
+    if triton is not None:
+        return _owner_reason(registry, triton, init_path)
+    # No installed distribution owns the file imported (it is not where an installer put
+    # it); a signed Triton elsewhere on sys.path is then shadowed.
+    signed = next((d for d in _signed(registry) if _lists_core(registry, d, init) or _recorded(d.dist_info, init)),
+                  None)
+    if signed is not None:
+        return reason_of(VerifyError(
+            "shadowed", init_path, f"{init.split('/')[0]} would be imported from {init_path}, not from the verified "
+            f"{os.path.join(signed.root, *init.split('/'))} (an earlier sys.path entry shadows it)"
+        ))
+    return reason_of(PolicyError(
+        "not-verified", init_path, "no installed distribution's RECORD lists this file (not installed by an "
+        "installer, or an unknown Triton)"
+    ))
+
+
+def _owner_reason(registry: Any, triton: Any, init_path: str) -> Reason | None:
+    """The core's distribution found (by RECORD, the one the file on disk matches): its verdict."""
+    verdict = registry.verdicts.get(triton.dist_info) if triton.manifest else None
+    if verdict is not None and verdict.status == VERIFIED:
+        if _holds(verdict.files, init_path):
+            return None
+        return reason_of(PolicyError("not-verified", init_path, f"the manifest of {triton.label()} does not list it"))
+    contested: Overlap | None = registry.core_overlap
+    if contested is not None and (verdict is None or verdict.problem is None or verdict.problem.code != CONFLICT):
+        return contested.reason(init_path)
+    if verdict is None:
+        return reason_of(PolicyError(
+            "not-verified", init_path, f"{triton.label()} has no signed manifest (a legacy or unknown Triton)"
+        ))
+    return verdict.problem or reason_of(PolicyError(
+        "not-verified", triton.manifest, f"{triton.label()} is {verdict.status}: {verdict.note}"
+    ))
+
+
+def _signed(registry: Any) -> list[Any]:
+    return [d for d in (registry.discovery.distributions if registry.discovery else []) if d.manifest]
+
+
+def _lists_core(registry: Any, dist: Any, init: str) -> bool:
+    verdict = registry.verdicts.get(dist.dist_info)
+    return verdict is not None and os.path.join(dist.root, *init.split("/")) in verdict.files
+
+
+def _recorded(dist_info: str, init: str) -> bool:
+    """Whether the installer's RECORD lists the core's ``__init__.py``: how the core's
+    distribution is found when verification stopped before listing its files (a bad
+    signature, say)."""
+    from ..site import read_small_text, record_row
+
+    text = read_small_text(os.path.join(dist_info, "RECORD")) or ""
+    return record_row(text, init) is not None
+
+
+def _holds(files: list[str], path: str) -> bool:
+    return path in files or any(same_file(f, path) for f in files if os.path.basename(f) == "__init__.py")

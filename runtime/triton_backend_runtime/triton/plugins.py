@@ -1,0 +1,173 @@
+"""Handing admitted plugin libraries to Triton.
+
+By the time a plugin gets here it has passed verification: its hash, its Triton version
+requirement and the symbols it needs from ``libtriton.so`` were all checked from the
+manifest and the installed files, before anything was loaded. A mismatch therefore never
+reaches ``dlopen``.
+
+Triton 3.9 loads plugins explicitly: ``passes.plugin.extend_with(path)`` (passes),
+``ir.extend_dialects_with(path)`` (dialects) and ``ir.builder.extend_with(path)`` (ops).
+Each raises ``RuntimeError`` for a library it refuses (no entry point, another plugin API
+or Triton version); the plugin is then ``failed`` with Triton's message. The decision:
+
+* ``libtriton`` loaded and it has ``extend_with``: hand over now;
+* ``libtriton`` loaded without ``extend_with`` (an older Triton): too late for
+  ``TRITON_PLUGIN_PATHS``, which is read while ``libtriton`` loads: ``failed``, saying so;
+* ``libtriton`` not loaded yet, and the installed Triton is 3.9 or later: wait for it
+  (``pending``) and hand over with ``extend_with`` the moment it is imported. The 3.9.0
+  wheel does not load ``TRITON_PLUGIN_PATHS`` libraries when ``libtriton`` is imported
+  (checked: nothing is mapped after import, ``ir.load_dialects`` or a pass-manager run),
+  so the variable would report a plugin as handed over that Triton never loads;
+* ``libtriton`` not loaded yet, older Triton: extend ``TRITON_PLUGIN_PATHS``.
+
+Plugins that Triton's own distribution ships (its test plugins) are verified and reported
+but not loaded: whether to load them stays Triton's decision. Neither is a plugin whose
+vendor declared ``phase = "explicit"``: its own code registers it.
+
+The plugin contract (schema 1.2, :func:`check_terms`) is checked at verification, before any
+``dlopen``: the installed Triton must be the release the library says it was built for
+(``tritonGetPluginInfo``'s ``tritonVersion``, captured at build time; a local label such as
+``+git1234`` aside) and lie in the vendor's declared range.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..base import FAILED, LOADED, LoadError, VerifyError, describe
+from ..base import PENDING as PENDING_STATE
+from ..verification import reason_of
+
+if TYPE_CHECKING:
+    from ..loading import PluginEntry
+    from ..site import Distribution
+    from ..verification import PluginTerms
+
+PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
+LIBTRITON = "triton._C.libtriton"
+#: The first Triton release whose libtriton has the ``extend_with`` functions.
+EXTEND_WITH_SINCE = (3, 9)
+EXTEND_WITH, PENDING = "extend_with", "extend_with, when libtriton is imported"
+
+
+def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Distribution | None = None) -> None:
+    """Give each admitted plugin to Triton the best way the installed Triton offers; those of
+    ``core`` (the distribution ``import triton`` imports, whatever its name) stay Triton's."""
+    waiting: list[PluginEntry] = []
+    for plugin in plugins:
+        if core is not None and plugin.dist.dist_info == core.dist_info:
+            plugin.handed_over = "not loaded: bundled with Triton itself"
+            continue
+        if plugin.terms is not None and plugin.terms.phase == "explicit":
+            plugin.handed_over = "not loaded here: phase explicit (the vendor's code registers it)"
+            continue
+        libtriton = sys.modules.get(LIBTRITON)
+        if libtriton is None and has_extend_with(triton_version):
+            plugin.state, plugin.handed_over = PENDING_STATE, PENDING
+            waiting.append(plugin)
+            continue
+        _give(plugin, libtriton)
+    if waiting:
+        from ..autohook import after_import
+
+        def give_all(module: Any) -> None:
+            for plugin in waiting:
+                _give(plugin, module)
+
+        after_import(LIBTRITON, give_all)
+
+
+def has_extend_with(version: str | None) -> bool:
+    """Whether a Triton of this version has ``extend_with`` (release, not the module)."""
+    parts = (version or "").split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= EXTEND_WITH_SINCE
+    except (ValueError, IndexError):
+        return False
+
+
+def _give(plugin: PluginEntry, libtriton: Any) -> None:
+    try:
+        if libtriton is None:
+            _add_plugin_path(plugin.file)
+            plugin.handed_over = PLUGIN_PATHS_ENV
+        elif hasattr(getattr(getattr(libtriton, "passes", None), "plugin", None), "extend_with"):
+            _extend(libtriton, plugin.file)
+            plugin.handed_over = EXTEND_WITH
+        else:
+            raise LoadError(
+                "plugin-api", plugin.file, "libtriton is already loaded and this Triton has no extend_with "
+                f"({PLUGIN_PATHS_ENV} is only read while libtriton loads)"
+            )
+    except Exception as exc:  # a plugin that fails must not break import triton
+        plugin.state = FAILED
+        plugin.reason = reason_of(
+            exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, describe(exc))
+        )
+        return
+    plugin.state = LOADED
+
+
+def _extend(libtriton: Any, path: str) -> None:
+    # Passes, dialects, ops: three registries, each loading the library itself (dlopen
+    # returns the same handle); a plugin with none of one kind registers nothing there.
+    libtriton.passes.plugin.extend_with(path)
+    libtriton.ir.extend_dialects_with(path)
+    libtriton.ir.builder.extend_with(path)
+
+
+def _add_plugin_path(path: str) -> None:
+    paths = [p for p in os.environ.get(PLUGIN_PATHS_ENV, "").split(":") if p]
+    if path not in paths:
+        os.environ[PLUGIN_PATHS_ENV] = ":".join([*paths, path])
+
+
+def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> None:
+    """The installed Triton against what the plugin was built for and what its vendor
+    declared (``verify.plugin-triton``, ``verify.plugin-range``); nothing is loaded."""
+    if _same_plain_release(terms, triton_version):
+        return  # the common case (Triton's own bundled plugins): no version parsing at import
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if (terms.built_for or terms.triton) and triton_version is None:
+        raise VerifyError("plugin-triton", where, "Triton is not installed")
+    if not triton_version:
+        return
+    try:
+        installed = Version(triton_version)
+    except InvalidVersion:
+        raise VerifyError("plugin-triton", where, f"the installed Triton's version {triton_version!r} is not "
+                          "PEP 440: the plugin's contract cannot hold") from None
+    if terms.built_for is not None and _release(terms.built_for) != installed.release:
+        raise VerifyError("plugin-triton", where, f"plugin {terms.name} {terms.version} was built for Triton "
+                          f"{terms.built_for[:60]}; installed is {triton_version} (not loaded: Triton would refuse it "
+                          "after dlopen, or crash)")
+    try:
+        declared = SpecifierSet(terms.triton)
+    except InvalidSpecifier:
+        raise VerifyError("plugin-range", where, f"declared range {terms.triton[:60]!r} is not PEP 440") from None
+    if terms.triton and not declared.contains(installed, prereleases=True):
+        raise VerifyError("plugin-range", where, f"plugin {terms.name or ''} declares Triton {terms.triton}; "
+                          f"installed is {triton_version}")
+
+
+def _same_plain_release(terms: PluginTerms, triton_version: str | None) -> bool:
+    """Built for exactly the installed release (local ``+git...`` parts aside), both plain
+    dotted numbers, and no declared range: the full check would pass, without importing
+    ``packaging`` (4 ms of a warm import)."""
+    if terms.triton or terms.built_for is None or not triton_version:
+        return False
+    built, installed = terms.built_for.split("+", 1)[0], triton_version.split("+", 1)[0]
+    return built == installed and all(part.isascii() and part.isdigit() for part in built.split("."))
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return None

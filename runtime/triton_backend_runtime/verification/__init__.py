@@ -1,0 +1,76 @@
+"""Layer 4: one distribution against its signed manifest, offline. ``distribution`` verifies,
+``verdict`` is what it found (one typed shape), ``cache`` keeps verdicts on file identity so a
+warm import only stats, ``dynsym`` reads a library's exports.
+
+    >>> from triton_backend_runtime.verification import verify_distribution
+"""
+
+# A name is imported from its module when first asked for (PEP 562): importing one module of
+# this layer must not import the others, since ``import triton`` pays for every module loaded.
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import cache, distribution, dynsym, verdict
+    from .cache import (
+        REHASH_ENV,
+        VerifyCache,
+        cache_dir,
+        cache_file,
+        context_digest,
+        identity,
+        same_file,
+        stat_identity,
+        unsafe_owner_or_mode,
+    )
+    from .distribution import Context, verify_distribution
+    from .dynsym import EXPORT_BINDINGS
+    from .verdict import PluginTerms, Reason, Verdict, reason_of
+
+__all__ = [
+    "Context",
+    "EXPORT_BINDINGS",
+    "PluginTerms",
+    "REHASH_ENV",
+    "Reason",
+    "Verdict",
+    "VerifyCache",
+    "cache",
+    "cache_dir",
+    "cache_file",
+    "context_digest",
+    "distribution",
+    "dynsym",
+    "identity",
+    "reason_of",
+    "same_file",
+    "stat_identity",
+    "unsafe_owner_or_mode",
+    "verdict",
+    "verify_distribution",
+]
+
+_WHERE = {
+    "Context": "distribution",
+    "EXPORT_BINDINGS": "dynsym",
+    "PluginTerms": "verdict",
+    "REHASH_ENV": "cache",
+    "Reason": "verdict",
+    "Verdict": "verdict",
+    "VerifyCache": "cache",
+    "cache_dir": "cache",
+    "cache_file": "cache",
+    "context_digest": "cache",
+    "identity": "cache",
+    "reason_of": "verdict",
+    "same_file": "cache",
+    "stat_identity": "cache",
+    "unsafe_owner_or_mode": "cache",
+    "verify_distribution": "distribution",
+}
+
+
+def __getattr__(name: str) -> object:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)

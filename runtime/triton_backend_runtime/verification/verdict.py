@@ -1,0 +1,118 @@
+"""The verdict: what verifying one distribution found, one typed shape from verify to report.
+
+:func:`.verify.verify_distribution` returns a :class:`Verdict`; the verification cache
+stores it with :func:`.schema.encode` and reads it back with :func:`.schema.decode` (a
+cache entry of the wrong shape is a miss, never a dropped backend); the registry keeps it
+typed; only ``Registry.report()`` turns it into plain data.
+
+The annotations are evaluated when the classes are made (no ``from __future__ import
+annotations``): the cache's decoder reads them with ``typing.get_type_hints``, which would
+otherwise compile every string annotation at each warm import (~1 ms).
+"""
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..base import Trust, TrustError
+
+if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
+    from ..manifest import Plugin
+
+
+@dataclass
+class Reason:
+    """Why something is not admitted: a stable code, the file it is about, the cause."""
+
+    code: str
+    path: str
+    message: str
+
+
+@dataclass
+class BackendClaim:
+    """A backend the signed manifest vouches for."""
+
+    name: str
+    package: str
+    targets: list[str] = field(default_factory=list)
+    #: Why this one backend is refused while its distribution verified (its signers are not
+    #: granted its name: ``trust.name``).
+    problem: Reason | None = None
+
+
+@dataclass
+class PluginTerms:
+    """A plugin's contract as the load side checks it (flattened from the manifest's
+    ``Plugin.info`` and ``Plugin.contract``): what the library said, what its vendor declared."""
+
+    captured: bool
+    capture_note: str = ""
+    name: str | None = None
+    version: str | None = None
+    built_for: str | None = None
+    passes: list[str] = field(default_factory=list)
+    dialects: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    declared: bool = False
+    triton: str = ""
+    phase: str = "import"
+    placement: list[str] = field(default_factory=list)
+    on_failure: str = "fallback"
+
+
+@dataclass
+class PluginClaim:
+    """A plugin library the signed manifest vouches for, where it is installed."""
+
+    path: str
+    file: str
+    api: str
+    name: str | None
+    exports: list[str] = field(default_factory=list)
+    terms: PluginTerms | None = None
+    #: Why this one library is refused while its distribution verified (a plugin bundled
+    #: with the Triton core whose symbols that core's libtriton.so does not export).
+    problem: Reason | None = None
+
+
+def plugin_terms(plugin: "Plugin") -> PluginTerms | None:
+    """None for a manifest before schema 1.2, which says neither."""
+    info, contract = plugin.info, plugin.contract
+    if info is None and contract is None:
+        return None
+    terms = PluginTerms(captured=bool(info and info.captured))
+    if info is not None and info.captured:
+        terms.name, terms.version, terms.built_for = info.name, info.version, info.triton_version
+        terms.passes = [p.name for p in info.passes]
+        terms.dialects = [d.name for d in info.dialects]
+        terms.ops = list(info.ops)
+    elif info is not None:
+        terms.capture_note = f"{info.reason_code}: {info.reason}"
+    if contract is not None:
+        terms.declared, terms.triton, terms.phase = True, contract.triton, contract.phase
+        terms.placement, terms.on_failure = [p.text() for p in contract.passes], contract.on_failure
+    return terms
+
+
+@dataclass
+class Verdict:
+    """The outcome for one distribution with a manifest."""
+
+    status: Trust
+    signers: list[str] = field(default_factory=list)
+    problem: Reason | None = None
+    note: str = ""
+    envelope_sha256: str = ""
+    coverage: str = ""
+    #: How the signatures were judged, apart from any later reason for rejection: "trusted"
+    #: (a trusted key's signature verified), "untrusted" (no trusted signer), "unsigned"
+    #: (hash-only), "" (not reached: the envelope itself was refused).
+    signature: str = ""
+    backends: list[BackendClaim] = field(default_factory=list)
+    plugins: list[PluginClaim] = field(default_factory=list)
+    #: Every file and directory the outcome depends on, the one that failed included.
+    files: list[str] = field(default_factory=list)
+
+
+def reason_of(exc: TrustError) -> Reason:
+    return Reason(exc.code, exc.path, exc.detail)
