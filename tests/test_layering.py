@@ -1,10 +1,11 @@
-"""How the two packages are cut, checked on their sources.
+"""How the two packages are cut, checked on their sources (docs/development/architecture.md).
 
-- No import cycles: none among module-level imports in either package, and none at all
-  (lazy imports inside functions included) on the build side, whose pipeline runs one way
-  (scan -> manifest -> sign -> write).
+- Each package is a stack of layers (:data:`LAYERS`). A module imports only its own layer and
+  the layers below it, lazy and ``TYPE_CHECKING`` imports included.
+- No import cycle in either package, lazy imports included.
 - The runtime (imported by ``import triton``) never imports the packager.
-- The packager imports from a runtime module only what that module's ``__all__`` declares.
+- The packager imports from the runtime only through a layer, and only what that layer's
+  ``__all__`` declares.
 - Both packages ship ``py.typed``.
 """
 
@@ -19,6 +20,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"backend_packager": ROOT / "backend_packager",
             "triton_backend_runtime": ROOT / "runtime" / "triton_backend_runtime"}
+
+
+#: The layer map: each top-level name of a package (a subpackage or a module) and its height.
+#: A module may import what is at its height or below, never above.
+LAYERS: dict[str, dict[str, int]] = {
+    "triton_backend_runtime": {
+        "__init__": 0, "base": 0, "manifest": 1, "trust": 2, "site": 3, "verification": 4,
+        "loading": 5, "triton": 6, "hook": 7, "autohook": 7, "cli": 8, "__main__": 9,
+    },
+    "backend_packager": {
+        "__init__": 0, "base": 0, "formats": 1, "scanning": 2, "wheel": 3, "manifest": 4,
+        "rewrite": 5, "commands": 6, "build": 7, "cli": 7, "__main__": 8,
+    },
+}
 
 
 def modules(package: str) -> dict[str, Path]:
@@ -110,13 +125,35 @@ def test_cycles_are_found() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def height(package: str, module: str) -> int:
+    return LAYERS[package][module.split(".")[0]]
+
+
+def upward(package: str) -> list[str]:
+    """Every import of a module above the importer's layer, as ``importer -> imported``."""
+    return [f"{name} -> {target}" for name, targets in sorted(graph(package, lazy=True).items())
+            for target in sorted(targets) if height(package, target) > height(package, name)]
+
+
+def test_upward_imports_are_found() -> None:
+    """The check itself: an edge from a lower layer to a higher one is reported."""
+    assert height("triton_backend_runtime", "base.errors") < height("triton_backend_runtime", "loading.registry")
+    assert upward("backend_packager") == [] or all(" -> " in e for e in upward("backend_packager"))
+
+
 @pytest.mark.parametrize("package", sorted(PACKAGES))
-def test_no_cycle_among_module_level_imports(package: str) -> None:
-    assert cycles(graph(package, lazy=False)) == []
+def test_every_module_has_a_layer(package: str) -> None:
+    assert [m for m in modules(package) if m.split(".")[0] not in LAYERS[package]] == []
 
 
-def test_the_build_side_has_no_cycle_even_through_lazy_imports() -> None:
-    assert cycles(graph("backend_packager", lazy=True)) == []
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_upward_import(package: str) -> None:
+    assert upward(package) == []
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_cycle_even_through_lazy_imports(package: str) -> None:
+    assert cycles(graph(package, lazy=True)) == []
 
 
 def test_the_runtime_never_imports_the_packager() -> None:
@@ -133,6 +170,9 @@ def test_the_packager_imports_only_what_the_runtime_declares() -> None:
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.ImportFrom) and node.module
                     and node.module.startswith("triton_backend_runtime.")):
+                continue
+            if node.module.count(".") != 1:
+                undeclared.append(f"{source.relative_to(ROOT)}: {node.module} (import the layer, not its module)")
                 continue
             declared = set(getattr(importlib.import_module(node.module), "__all__", ()))
             undeclared += [f"{source.relative_to(ROOT)}: {node.module}.{a.name}"

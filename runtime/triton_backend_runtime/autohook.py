@@ -4,17 +4,18 @@
 interpreter's ``site-packages``; ``site`` executes its one line at start-up, which calls
 :func:`install`. That puts a finder at the front of ``sys.meta_path`` which does nothing
 until ``triton.backends`` is imported; then it executes Triton's own source with the
-registry patch of :mod:`.hook` for its discovery shape applied in memory (the same text as
-the patches in ``hooks/``). Already patched, the module runs as it is; of a shape the
-registry does not know, it is refused under ``strict`` (:func:`.hook.refuse_unwrappable`)
-and runs unmodified, with a warning, otherwise. ``hook uninstall`` deletes the file.
+registry patch of :mod:`.triton.patch` for its discovery shape applied in memory (the same
+text as the patches in ``hooks/``). Already patched, the module runs as it is; of a shape the
+registry does not know, it is refused under ``strict`` and runs unmodified, with a warning,
+otherwise. ``hook uninstall`` deletes the file. The finder itself is
+:mod:`.triton.importwatch`; this module only wires it at start-up.
 
 The file's name sorts before every other ``.pth`` (``site`` runs them in sorted order): a
 Triton imported before the finder is in place ran unverified, which :mod:`.hookorder`
 reports (strict ends the process). ``docs/runtime/import-hook.md`` says what the hook cannot see.
 
-Start-up cost is this module alone: it imports nothing beyond ``sys`` and ``os`` until
-Triton is imported.
+Start-up cost is this module and the import watch: they import nothing beyond ``sys`` and
+``os`` until Triton is imported.
 """
 
 from __future__ import annotations
@@ -48,142 +49,32 @@ PTH_LINE = (
 PATCHED_MODULE = "triton.backends"
 CORE_MODULE = "triton"
 
-_callbacks: dict[str, list[Callable[[Any], None]]] = {}
-_state = {"patch": False, "core": False}
-#: Verified sources (installed path -> identity when verified) and their top-level packages:
-#: modules found there run the verified source's code, never a __pycache__ pyc (.bytecode).
-_sources: dict[str, list[object]] = {}
-_guarded: set[str] = set()
-
-
-class _Finder:
-    """Finds nothing itself: wraps the loader the other finders return for watched modules."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        watched = (_state["patch"] and fullname == PATCHED_MODULE) or (_state["core"] and fullname == CORE_MODULE)
-        if fullname not in _callbacks and not watched and fullname.partition(".")[0] not in _guarded:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
-                return spec
-        return None
-
-
-class _Loader:
-    def __init__(self, inner: Any, fullname: str) -> None:
-        self.inner = inner
-        self.fullname = fullname
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        spec = getattr(module, "__spec__", None)
-        if _state["core"] and self.fullname == CORE_MODULE:
-            from .triton import check_core
-
-            check_core(spec)  # raises ImportError under strict
-        origin = getattr(spec, "origin", None)
-        verified = _sources.get(origin) if isinstance(origin, str) else None
-        code = self._patched(module, origin, verified) if self.fullname == PATCHED_MODULE else None
-        if code is None and verified is not None:
-            code = _verified_code(origin, verified)  # type: ignore[arg-type]
-        if code is None:
-            self.inner.exec_module(module)
-        else:
-            exec(code, module.__dict__)
-        for callback in _callbacks.pop(self.fullname, []):
-            callback(module)
-
-    def _patched(self, module: Any, origin: str | None, verified: list[object] | None) -> Any:
-        if not _state["patch"]:
-            return None
-        from .hook import patch_source
-
-        if verified is not None and origin is not None:
-            from .triton import verified_source
-
-            data = _verified(verified_source, origin, verified)  # the bytes that were verified
-            source = data.decode("utf-8") if data is not None else self.inner.get_source(self.fullname)
-        else:
-            source = self.inner.get_source(self.fullname)
-        patched = patch_source(source) if source else None
-        if patched is None:
-            from .hook import refuse_unwrappable, unwrappable
-
-            why = unwrappable(origin, source)
-            if why is not None:
-                refuse_unwrappable(origin, why)  # raises under strict
-            return None
-        return compile(patched, origin or "<triton.backends>", "exec", dont_inherit=True)
-
-
-def _verified_code(origin: str, verified: list[object]) -> Any:
-    from .triton import code_for
-
-    return _verified(code_for, origin, verified)
-
-
-def _verified(read: Callable[[str, list[object]], Any], origin: str, verified: list[object]) -> Any:
-    """``read(origin, verified)``; a source changed since it was verified is refused under
-    strict and, under warn, imported as Python would (None) with a warning."""
-    from .triton import SourceChanged
-
-    try:
-        return read(origin, verified)
-    except SourceChanged as exc:
-        from .base import STRICT
-        from .loading import registry
-
-        if registry.get().policy == STRICT:
-            raise
-        registry.emit(str(exc))
-        return None
-
-
-def guard(sources: dict[str, list[object]], tops: set[str]) -> None:
-    """Run these verified sources' code, not their pycs (see :mod:`.bytecode`)."""
-    _sources.update(sources)
-    _guarded.update(tops)
-
-
-_FINDER = _Finder()
-
-
-def _ensure_finder() -> None:
-    if _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)
-
 
 def install() -> None:
     """Called from the .pth file: verify the core before ``triton`` runs, patch
     ``triton.backends`` when it is imported. A Triton imported before this ran unverified:
-    strict ends the process, warn warns (:mod:`.hookorder`)."""
-    first = not _state["core"]
-    _state["patch"] = True
-    _state["core"] = True
-    _ensure_finder()
+    strict ends the process, warn warns (:mod:`.loading.hookorder`)."""
+    from .triton import importwatch
+
+    first = not importwatch.watching(CORE_MODULE)
+    importwatch.before_exec(CORE_MODULE, _check_core)
+    importwatch.replace_code(PATCHED_MODULE, _patched)
     if first and CORE_MODULE in sys.modules:
-        from .loading import calling_pth, imported_early
+        from .loading.hookorder import calling_pth, imported_early
 
         imported_early(CORE_MODULE, calling_pth())
 
 
-def after_import(name: str, callback: Callable[[Any], None]) -> None:
-    """Run ``callback(module)`` once ``name`` has been executed (now, if it already was)."""
-    if name in sys.modules:
-        callback(sys.modules[name])
-        return
-    _callbacks.setdefault(name, []).append(callback)
-    _ensure_finder()
+def _check_core(spec: Any) -> None:
+    from .triton.core import check_core
+
+    check_core(spec)  # raises ImportError under strict
+
+
+def _patched(origin: str | None, verified: list[object] | None, get_source: Callable[[], str | None]) -> Any:
+    from .triton.integration import patched_backends
+
+    return patched_backends(origin, verified, get_source)
 
 
 def site_dir() -> str:

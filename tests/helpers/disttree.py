@@ -27,6 +27,7 @@ from triton_backend_runtime.loading.registry import Entry, Registry
 from triton_backend_runtime.manifest import model as m
 from triton_backend_runtime.site import discovery
 from triton_backend_runtime.site.installed import HashCache
+from triton_backend_runtime.triton.integration import admit
 from triton_backend_runtime.trust import dsse
 from triton_backend_runtime.trust.keys import load_trust_store
 from triton_backend_runtime.trust.statement import statement_bytes
@@ -259,7 +260,7 @@ class TrustEnv:
             self.monkeypatch.setenv("TRITON_BACKEND_POLICY", policy)
         self.monkeypatch.setenv("TRITON_BACKEND_REHASH", "1" if rehash else "0")
         reg = Registry()
-        reg.load(loader or stub_loader)
+        admit(reg, loader or stub_loader)  # the registry's plan, acted on as Triton's import does
         return reg
 
 

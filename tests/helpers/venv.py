@@ -27,7 +27,7 @@ import triton.backends as tb
 table = {k: v.compiler.__module__ + "." + v.compiler.__name__ for k, v in tb.backends.items()}
 try:
     from triton_backend_runtime.loading import registry
-    report = registry.get().report()
+    report = registry.get().report().to_dict()
 except ImportError:
     report = None
 print(json.dumps({"table": table, "report": report}))

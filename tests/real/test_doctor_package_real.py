@@ -14,7 +14,7 @@ from helpers.cli import doctor_json
 from helpers.projects import Keypair, keygen
 from helpers.renamed import TOKENSPEED, migrate
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime.hook import patch_source
+from triton_backend_runtime.triton.patch import patch_source
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def test_real_renamed_release_loads_through_the_registry(key: Keypair, tmp_path:
     after an edit to one of its files the distribution (both backends) is rejected, by reason."""
     import subprocess
 
-    from triton_backend_runtime.hook import patch_source
+    from triton_backend_runtime.triton.patch import patch_source
 
     src = fetch_wheel(TOKENSPEED)
     member = "tokenspeed_triton/backends/__init__.py"

@@ -61,7 +61,7 @@ def test_utlx_38_captured_with_triton_380_and_diagnosed_beside_390(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from _wheels import fetch_wheel
     from triton_backend_runtime.base.errors import VerifyError
-    from triton_backend_runtime.triton.plugins import check_terms
+    from triton_backend_runtime.verification.contract import check_terms
     from triton_backend_runtime.verification.verdict import plugin_terms
 
     site = tmp_path / "site"  # the build environment: a real triton 3.8.0's files
@@ -107,7 +107,7 @@ key = attempt(lambda: hook()[0] if hook else None)
 src = triton.compiler.ASTSource(kern.kernel, {"x": "*fp32"})
 compiled = attempt(lambda: triton.compile(src, target=GPUTarget("cuda", 80, 32)) and "compiled")
 maps = open("/proc/self/maps").read()
-print(json.dumps({"plugins": registry.get().report()["plugins"], "key": key, "compile": compiled,
+print(json.dumps({"plugins": registry.get().report().to_dict()["plugins"], "key": key, "compile": compiled,
                   "mapped": [n for n in ("libutlx", "libcontract") if n in maps]}))
 '''
 

@@ -32,7 +32,7 @@ import json, os
 import triton
 from triton._C.libtriton import ir, passes
 from triton_backend_runtime.loading import registry
-report = registry.get().report()
+report = registry.get().report().to_dict()
 maps = open("/proc/self/maps").read()
 renamed = None
 if hasattr(passes.plugin, "add_plugin"):
@@ -160,7 +160,7 @@ import json, os, sys
 from triton_backend_runtime.loading import registry
 registry.get().load(lambda name, package: None)
 def row():
-    return [p for p in registry.get().report()["plugins"] if p["distribution"] == "demo-plugin"][0]
+    return [p for p in registry.get().report().to_dict()["plugins"] if p["distribution"] == "demo-plugin"][0]
 before = row(), "triton._C.libtriton" in sys.modules, os.environ.get("TRITON_PLUGIN_PATHS")
 import triton._C.libtriton as lt
 print(json.dumps({"before": before, "after": row(), "add_plugin": hasattr(lt.passes.plugin, "add_plugin")}))

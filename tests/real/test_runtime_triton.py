@@ -307,7 +307,7 @@ def test_plugin_needing_missing_libtriton_symbol_rejected_before_loading(
 
 
 def test_patch_applies_to_real_triton_file(venv: Venv, tmp_path: Path) -> None:
-    from triton_backend_runtime.hook import patch_source
+    from triton_backend_runtime.triton.patch import patch_source
 
     installed = venv.site / "triton" / "backends" / "__init__.py"
     original = installed.read_text()

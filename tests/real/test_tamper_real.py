@@ -62,7 +62,7 @@ except ImportError as exc:
     error = {"type": type(exc).__name__, "reason": vars(reason) if reason is not None else None, "text": str(exc)}
 from triton_backend_runtime.loading import registry
 r = registry.get()
-print(json.dumps({"table": table, "error": error, "hashed": r.hashed_bytes, "report": r.report()}))
+print(json.dumps({"table": table, "error": error, "hashed": r.hashed_bytes, "report": r.report().to_dict()}))
 """
 
 

@@ -23,10 +23,10 @@ import pytest
 from helpers.projects import ROOT
 from helpers.venv import Venv, make_venv, migrate
 from helpers.wheels import fetch_wheel, pip_install
-from triton_backend_runtime import hook as registry_hook
 from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 from triton_backend_runtime.loading.registry import libtriton_path
 from triton_backend_runtime.site.discovery import core_version, discover
+from triton_backend_runtime.triton import patch as registry_hook
 from triton_backend_runtime.trust import dsse
 from triton_backend_runtime.trust.statement import manifest_from_statement
 
@@ -203,7 +203,7 @@ def test_a_signed_triton_whose_discovery_cannot_be_wrapped_fails_loudly_under_st
     done = venv.run("import triton", site, **strict(venv))
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("triton_backend_runtime.hook.RegistryUnavailable: triton-backend-runtime: ")
+    assert last.startswith("triton_backend_runtime.triton.integration.RegistryUnavailable: triton-backend-runtime: ")
     assert str(site / BACKENDS_INIT) in last and "the registry is not in use" in last
     assert last.endswith("(policy.unenforced)")
     assert venv.cli("doctor", paths=(site,), **strict(venv)).returncode == 1

@@ -29,9 +29,10 @@ from helpers.renamed import backend, entry_points, migrate, renamed_core
 from helpers.wheels import pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime.cli.main import UnusableInput, _package
-from triton_backend_runtime.hook import patch_source
+from triton_backend_runtime.cli.inputs import UnusableInput
+from triton_backend_runtime.cli.inputs import package_arg as _package
 from triton_backend_runtime.site import discovery
+from triton_backend_runtime.triton.patch import patch_source
 
 PACKAGE = "vendor_triton"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))

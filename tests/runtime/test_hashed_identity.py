@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 from helpers.csrc import CSRC, gcc
 from helpers.disttree import Dist, TrustEnv, write_dist
+from triton_backend_runtime.base.reason import Reason
 from triton_backend_runtime.loading.registry import Entry, Registry
 from triton_backend_runtime.site import installed
+from triton_backend_runtime.site.fileidentity import identity
 from triton_backend_runtime.site.installed import HashCache, hash_file
-from triton_backend_runtime.verification.cache import VerifyCache, identity
+from triton_backend_runtime.verification.cache import VerifyCache
 from triton_backend_runtime.verification.distribution import VerifyError
-from triton_backend_runtime.verification.verdict import Reason, Verdict
+from triton_backend_runtime.verification.verdict import Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 

@@ -106,7 +106,7 @@ def test_baseline_loads_under_strict(env: TrustEnv, site: Path) -> None:
     assert (demo.trust, demo.state, demo.reason) == ("verified", "loaded", None)
     assert reg.result is not None and reg.result["demo"].__name__ == "demo_backend.compiler"
     assert reg.problems == [] and reg.notes == [] and reg.healthy()
-    row = reg.report()["backends"][0]
+    row = reg.report().to_dict()["backends"][0]
     assert (row["distribution"], row["trust"], row["state"], row["coverage"]) == (
         "demo-backend", "verified", "loaded", "all")
 
@@ -133,9 +133,11 @@ import json, sys
 import triton_backend_runtime.autohook as hook
 hook.install()
 from triton_backend_runtime.loading import registry
+from triton_backend_runtime.triton import importwatch, integration
 registry.get().verify()
+integration.guard_sources(registry.get())  # as the core check does before triton/__init__ runs
 import demo_backend.compiler as compiler
-print(json.dumps({"ran": getattr(compiler, "RAN", "verified source"), "guarded": sorted(hook._guarded)}))
+print(json.dumps({"ran": getattr(compiler, "RAN", "verified source"), "guarded": sorted(importwatch._guarded)}))
 """
 
 
@@ -187,8 +189,8 @@ def test_a_source_symlinked_after_verification_is_refused(env: TrustEnv, site: P
 @pytest.mark.parametrize("reader", ["code_for", "verified_source"])
 def test_a_source_gone_between_finding_and_loading_is_an_import_error(tmp_path: Path, reader: str) -> None:
     """Found, then deleted before it is loaded: an ImportError naming it, not an OSError."""
+    from triton_backend_runtime.site.fileidentity import identity
     from triton_backend_runtime.triton import bytecode
-    from triton_backend_runtime.verification.cache import identity
 
     source = tmp_path / "mod.py"
     source.write_text("X = 1\n")
@@ -827,7 +829,7 @@ def test_manifest_1_0_native_files_only_still_verifies(env: TrustEnv, site: Path
     dist.file("demo_backend/extra.py").write_text("import os\n")  # 1.0 never listed Python files
     assert env.verify(dist).status == "verified"
     reg = env.registry(site, policy="strict")
-    assert entry(reg, "demo").state == "loaded" and "native files only" in reg.report()["backends"][0]["note"]
+    assert entry(reg, "demo").state == "loaded" and "native files only" in reg.report().to_dict()["backends"][0]["note"]
 
 
 def test_legacy_loads_under_warn_and_is_marked(env: TrustEnv, site: Path) -> None:
@@ -835,7 +837,7 @@ def test_legacy_loads_under_warn_and_is_marked(env: TrustEnv, site: Path) -> Non
     reg = env.registry(site, policy="warn")
     demo = entry(reg, "demo")
     assert (demo.trust, demo.state, demo.reason) == ("legacy", "loaded", None)
-    assert "legacy" in reg.report()["backends"][0]["note"]
+    assert "legacy" in reg.report().to_dict()["backends"][0]["note"]
 
 
 def test_legacy_and_unverified_are_excluded_under_strict(env: TrustEnv, site: Path) -> None:
@@ -898,7 +900,7 @@ def test_policy_value_typo_is_strict(env: TrustEnv, site: Path) -> None:
     assert reg.policy == "strict"
     assert codes(reg.problems) == ["policy.value"] and reg.problems[0].path == "TRITON_BACKEND_POLICY"
     assert entry(reg, "plain").reason is not None and entry(reg, "plain").state == "excluded"
-    assert reg.report()["problems"][0]["code"] == "policy.value"
+    assert reg.report().to_dict()["problems"][0]["code"] == "policy.value"
 
 
 def test_policy_off_steps_aside(env: TrustEnv, site: Path) -> None:
@@ -1292,21 +1294,21 @@ DRIVER_OF_FORK = b"class DemoDriver:\n    @staticmethod\n    def is_active():\n 
 def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
     env: TrustEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from triton_backend_runtime import hook
     from triton_backend_runtime.loading import registry as process_registry
+    from triton_backend_runtime.triton import integration, patch
 
     origin = "/site/triton/backends/__init__.py"
-    why = hook.unwrappable(origin, "backends = discover_my_own_way()\n")
+    why = patch.unwrappable(origin, "backends = discover_my_own_way()\n")
     assert why is not None and "the registry is not in use" in why and origin in why
-    assert hook.unwrappable(origin, "_registered = _registry_backends()\n") is None  # the file is patched already
+    assert patch.unwrappable(origin, "_registered = _registry_backends()\n") is None  # the file is patched already
     monkeypatch.setenv("TRITON_BACKEND_POLICY", "strict")
     process_registry.reset()
     try:
-        with pytest.raises(hook.RegistryUnavailable, match=r"\(policy\.unenforced\)$"):
-            hook.refuse_unwrappable(origin, why)
+        with pytest.raises(integration.RegistryUnavailable, match=r"\(policy\.unenforced\)$"):
+            integration.refuse_unwrappable(origin, why)
         monkeypatch.setenv("TRITON_BACKEND_POLICY", "warn")
         process_registry.reset()
-        hook.refuse_unwrappable(origin, why)
+        integration.refuse_unwrappable(origin, why)
         assert [(p.code, p.path) for p in process_registry.get().problems] == [("policy.unenforced", origin)]
         assert not process_registry.get().healthy()
     finally:
@@ -1323,7 +1325,7 @@ def test_a_discovery_shape_the_registry_cannot_wrap_is_policy_unenforced(
 ])
 def test_plugin_contract_reason(terms: dict[str, Any], installed: str | None, code: str) -> None:
     from triton_backend_runtime.base.errors import VerifyError
-    from triton_backend_runtime.triton.plugins import check_terms
+    from triton_backend_runtime.verification.contract import check_terms
     from triton_backend_runtime.verification.verdict import PluginTerms
 
     with pytest.raises(VerifyError) as caught:

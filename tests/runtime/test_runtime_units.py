@@ -19,6 +19,7 @@ from triton_backend_runtime.site.installed import HashCache
 from triton_backend_runtime.triton import compilekey, plugins
 from triton_backend_runtime.trust.keys import load_trust_store, trust_sources
 from triton_backend_runtime.verification import dynsym
+from triton_backend_runtime.verification.verdict import PluginClaim, Verdict
 
 from backend_packager.manifest import signing
 
@@ -122,7 +123,7 @@ def test_hash_cache_rehashes_a_changed_file(tmp_path: Path) -> None:
 
 def _plugin_entry(dist_name: str, file: str) -> PluginEntry:
     dist = discovery.Distribution(dist_name, "1.0", f"/site/{dist_name}-1.0.dist-info", "/site")
-    return PluginEntry(dist, "pkg/lib.so", file, "v2", None, "verified", [])
+    return PluginEntry(dist, PluginClaim("pkg/lib.so", file, "v2", None), Verdict("verified"), "verified")
 
 
 def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.MonkeyPatch) -> None:

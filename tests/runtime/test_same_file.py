@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from triton_backend_runtime.verification.cache import same_file
+from triton_backend_runtime.site.fileidentity import same_file
 
 
 def test_links_and_names_of_one_file_are_the_same(tmp_path: Path) -> None:

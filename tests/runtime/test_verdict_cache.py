@@ -175,7 +175,7 @@ def test_cache_unsafe_directory(env: TrustEnv, site: Path) -> None:
     os.chmod(env.cache, 0o777)
     reg = env.registry(site, policy="strict")
     assert codes(reg.notes) == ["cache.unsafe"] and reg.notes[0].path == str(env.cache)
-    assert reg.report()["notes"][0]["code"] == "cache.unsafe"
+    assert reg.report().to_dict()["notes"][0]["code"] == "cache.unsafe"
     assert entry(reg, "demo").state == "loaded" and reg.hashed_bytes == _installed_bytes(dist)
     assert reg.problems == []
 

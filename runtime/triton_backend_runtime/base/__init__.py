@@ -8,7 +8,7 @@ and the one atomic writer, for both distributions.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import atomicfile, errors, jsonlimits, layout, names, regularfile, vocab
+    from . import atomicfile, errors, jsonlimits, layout, names, reason, regularfile, vocab
     from .atomicfile import atomic_output, write_atomic
     from .errors import (
         CacheError,
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from .layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
     from .names import canonicalize_name, same_version
+    from .reason import Reason, reason_of
     from .regularfile import RegularFileError, open_regular, read_chunks, read_regular
     from .vocab import (
         BAD_STATES,
@@ -72,6 +73,7 @@ __all__ = [
     "PolicyError",
     "RANK",
     "REJECTED",
+    "Reason",
     "RegularFileError",
     "SELECTED",
     "STRICT",
@@ -99,6 +101,8 @@ __all__ = [
     "printable",
     "read_chunks",
     "read_regular",
+    "reason",
+    "reason_of",
     "regularfile",
     "same_version",
     "vocab",
@@ -126,6 +130,7 @@ _WHERE = {
     "PolicyError": "errors",
     "RANK": "vocab",
     "REJECTED": "vocab",
+    "Reason": "reason",
     "RegularFileError": "regularfile",
     "SELECTED": "vocab",
     "STRICT": "vocab",
@@ -148,6 +153,7 @@ _WHERE = {
     "printable": "errors",
     "read_chunks": "regularfile",
     "read_regular": "regularfile",
+    "reason_of": "reason",
     "same_version": "names",
     "write_atomic": "atomicfile",
 }

@@ -7,7 +7,7 @@ distributions' CLIs speak (``grammar``: exit codes, ``--json`` format, one-line 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import grammar, main
+    from . import doctor, grammar, inputs, main, trustcmd
     from .grammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
 
 __all__ = [
@@ -15,10 +15,13 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "JSON_FORMAT",
+    "doctor",
     "fail",
     "grammar",
+    "inputs",
     "main",
     "run_command",
+    "trustcmd",
 ]
 
 _WHERE = {

@@ -8,33 +8,47 @@ Nothing here touches a Triton object.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import conflicts, hookorder, policy, registry
-    from .hookorder import CODE, calling_pth, imported_early, position
-    from .registry import BackendWarning, PluginEntry, Registry, emit
+    from . import conflicts, entries, hookorder, policy, registry, report
+    from .entries import BackendWarning, Entry, Plan, PluginEntry
+    from .hookorder import CODE, position
+    from .registry import Registry, emit, get
+    from .report import BackendRow, CoreRow, PluginRow, Report
 
 __all__ = [
+    "BackendRow",
     "BackendWarning",
     "CODE",
+    "CoreRow",
+    "Entry",
+    "Plan",
     "PluginEntry",
+    "PluginRow",
     "Registry",
-    "calling_pth",
+    "Report",
     "conflicts",
     "emit",
+    "entries",
+    "get",
     "hookorder",
-    "imported_early",
     "policy",
     "position",
     "registry",
+    "report",
 ]
 
 _WHERE = {
-    "BackendWarning": "registry",
+    "BackendRow": "report",
+    "BackendWarning": "entries",
     "CODE": "hookorder",
-    "PluginEntry": "registry",
+    "CoreRow": "report",
+    "Entry": "entries",
+    "Plan": "entries",
+    "PluginEntry": "entries",
+    "PluginRow": "report",
     "Registry": "registry",
-    "calling_pth": "hookorder",
+    "Report": "report",
     "emit": "registry",
-    "imported_early": "hookorder",
+    "get": "registry",
     "position": "hookorder",
 }
 

@@ -32,8 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..base import PolicyError, RegularFileError, printable, read_regular
-from ..verification import Reason, reason_of
+from ..base import PolicyError, Reason, RegularFileError, printable, read_regular, reason_of
 
 #: A ``.pth`` read to find who imported Triton: more is no ``.pth`` a tool writes.
 MAX_PTH_BYTES = 64 * 1024

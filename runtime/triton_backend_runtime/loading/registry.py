@@ -24,8 +24,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from ..base import (
@@ -42,88 +41,26 @@ from ..base import (
     ConflictError,
     LoadError,
     PolicyError,
-    State,
-    Trust,
+    Reason,
     TrustError,
     VerifyError,
     describe,
-)
-from ..site import DEFAULT_PACKAGE, Candidate, Discovery, Distribution, core_init, core_version, discover
-from ..verification import (
-    REHASH_ENV,
-    PluginTerms,
-    Reason,
-    Verdict,
-    VerifyCache,
-    cache_file,
-    context_digest,
     reason_of,
+)
+from ..site import (
+    DEFAULT_PACKAGE,
+    Candidate,
+    Discovery,
+    Distribution,
+    core_version,
+    discover,
     same_file,
     stat_identity,
 )
+from ..verification import REHASH_ENV, Verdict, VerifyCache, cache_file, context_digest
 from . import policy as pol
-
-Loader = Callable[[str, str], Any]
-
-
-class BackendWarning(UserWarning):
-    """A backend or plugin was excluded or failed; the message says which and why."""
-
-
-@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
-class Entry:
-    """One backend: where it came from, what verification said, where it is now."""
-
-    name: str
-    package: str
-    source: str
-    dist: Distribution | None
-    order: int
-    trust: Trust = "discovered"
-    state: State = "discovered"
-    reason: Reason | None = None
-    note: str = ""
-    signers: list[str] = field(default_factory=list)
-    targets: list[str] = field(default_factory=list)
-    backend: Any = None
-    active: bool | None = None
-    inactive_reason: str = ""
-
-    def where(self) -> str:
-        return self.dist.dist_info if self.dist else self.package
-
-    def label(self) -> str:
-        return self.dist.label() if self.dist else "(no distribution)"
-
-
-@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
-class PluginEntry:
-    """One plugin library of a distribution with a manifest."""
-
-    dist: Distribution
-    path: str
-    file: str
-    api: str
-    name: str | None
-    trust: Trust
-    exports: list[str]
-    state: State = "discovered"
-    reason: Reason | None = None
-    signers: list[str] = field(default_factory=list)
-    handed_over: str = ""
-    note: str = ""
-    #: The contract (schema 1.2): captured at build time, declared by the vendor; None before.
-    terms: PluginTerms | None = None
-
-    def where(self) -> str:
-        return self.file
-
-    def required(self) -> bool:
-        """Whether compiling must stop when this plugin is not loaded (``on-failure = "fail"``)."""
-        return self.terms is not None and self.terms.on_failure == "fail"
-
-    def label(self) -> str:
-        return self.dist.label()
+from .entries import BackendWarning, Entry, Loader, Plan, PluginEntry
+from .report import Report, backend_row, core_row, plugin_row, renamed_cores
 
 
 class Registry:
@@ -151,6 +88,11 @@ class Registry:
             self.trust_sources: list[str] = []
             self.hashed_bytes = 0
             self.result: dict[str, Any] | None = None
+            self.plan: Plan | None = None
+            #: Sources of verified distributions (path -> the identity they were verified with)
+            #: and their top-level packages: the Triton layer runs them as verified (.bytecode).
+            self.verified_sources: dict[str, list[object]] = {}
+            self.verified_tops: set[str] = set()
             self.used_by_triton = False
             self.manifest_digest: str | None = None
             #: Why the Triton core did not verify (set by :mod:`.core` before triton/__init__ runs).
@@ -243,7 +185,7 @@ class Registry:
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()
         self.notes += [reason_of(n) for n in cache.notes]
-        _guard_sources(with_manifest, verdicts, cache)
+        self.verified_sources, self.verified_tops = _verified_sources(with_manifest, verdicts, cache)
         self.libtriton_verified = _verified_libtriton(with_manifest, verdicts, cache)
         return verdicts
 
@@ -259,14 +201,14 @@ class Registry:
                        found.package)
 
     def _entry(self, candidate: Candidate) -> Entry:
-        entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order)
         verdict = self.verdicts.get(candidate.dist.dist_info) if candidate.dist else None
+        entry = Entry(candidate.name, candidate.package, candidate.source, candidate.dist, candidate.order, verdict)
         if verdict is None:
             entry.trust = entry.state = LEGACY
             entry.note = "no manifest (a legacy wheel): Triton's own loading, nothing verified"
             return entry
         entry.trust = entry.state = verdict.status
-        entry.reason, entry.note, entry.signers = verdict.problem, verdict.note, list(verdict.signers)
+        entry.reason, entry.note = verdict.problem, verdict.note
         claim = next((c for c in verdict.backends if c.name == candidate.name), None)
         if entry.trust != REJECTED and (claim is None or claim.package != candidate.package):
             entry.trust = entry.state = REJECTED
@@ -286,9 +228,9 @@ class Registry:
         if verdict is None:
             return []
         return [
-            PluginEntry(dist, p.path, p.file, p.api, p.name, REJECTED if p.problem else verdict.status,
-                        list(p.exports), REJECTED if p.problem else verdict.status, p.problem or verdict.problem,
-                        list(verdict.signers), note=verdict.note, terms=p.terms)
+            PluginEntry(dist, p, verdict, trust=REJECTED if p.problem else verdict.status,
+                        state=REJECTED if p.problem else verdict.status, reason=p.problem or verdict.problem,
+                        note=verdict.note)
             for p in verdict.plugins
         ]
 
@@ -299,7 +241,7 @@ class Registry:
                    and (p.trust != REJECTED or (p.reason is not None and p.reason.code in _SYMPTOMS))]
         if not checked:
             return
-        from ..triton import check_terms
+        from ..verification import check_terms
 
         for plugin in checked:
             assert plugin.terms is not None
@@ -323,13 +265,15 @@ class Registry:
     # -- load -----------------------------------------------------------------------------
 
     def load(self, loader: Loader, backends_dir: str | None = None, in_tree: bool | None = None
-             ) -> dict[str, Any] | None:
-        """The backend table for Triton, or None when policy is ``off`` (Triton decides)."""
+             ) -> Plan | None:
+        """Discover, verify, admit, resolve, locate and load: the plan for the Triton layer to
+        act on (:mod:`..triton.integration`), or None when policy is ``off`` (Triton decides).
+        Decided once: later calls return the same plan."""
         with self._lock:
             if self.policy == OFF:
                 return None
-            if self.result is not None:
-                return self.result
+            if self.plan is not None:
+                return self.plan
             self.verify(backends_dir=backends_dir, in_tree=in_tree)
             self._rescan(in_tree, backends_dir)
             backends = self._admit(self.entries)
@@ -339,14 +283,13 @@ class Registry:
             for entry in sorted(backends, key=lambda e: e.order):
                 if entry.state != EXCLUDED and self._located(entry):
                     self._load_one(entry, loader, result)
-            from ..triton import hand_over
-
             triton = self.discovery.triton if self.discovery else None
             package = self.discovery.package if self.discovery else DEFAULT_PACKAGE
-            hand_over([p for p in plugins if p.state != EXCLUDED], triton_version(triton, package), triton)
             self._warn()
             self.result = result
-            return result
+            self.plan = Plan(result, [p for p in plugins if p.state != EXCLUDED], triton_version(triton, package),
+                             triton)
+            return self.plan
 
     def _rescan(self, in_tree: bool | None, backends_dir: str | None) -> None:
         """Verified before Triton's discovery ran (the core check), under the environment's
@@ -466,29 +409,22 @@ class Registry:
 
     # -- report ---------------------------------------------------------------------------
 
-    def report(self) -> dict[str, Any]:
-        """Everything, as plain JSON-able data: the ``list --json`` document."""
-        from dataclasses import asdict
-
+    def report(self) -> Report:
+        """Everything, as typed rows; ``report().to_dict()`` is the ``list --json`` document."""
         with self._lock:
-            triton = self.discovery.triton if self.discovery else None
-            return {
-                "policy": self.policy,
-                "used_by_triton": self.used_by_triton,
-                "discovery": "in-tree" if self.discovery and self.discovery.in_tree else "entry-points",
-                "triton": triton.label() if triton else None,
-                "triton_core": _core_row(self.discovery),
-                "package": self.discovery.package if self.discovery else DEFAULT_PACKAGE,
-                "renamed_cores": _renamed_cores(self.discovery),
-                "trust_sources": self.trust_sources or _trust_sources(),
-                "cache": cache_file(),
-                "manifest_digest": self.manifest_digest,
-                "core": asdict(self.core) if self.core else None,
-                "problems": [asdict(p) for p in self.problems],
-                "notes": [asdict(n) for n in self.notes],
-                "backends": [_backend_row(e, self.verdicts) for e in self.entries],
-                "plugins": [_plugin_row(p, self.verdicts) for p in self.plugins],
-            }
+            found = self.discovery
+            triton = found.triton if found else None
+            return Report(
+                policy=self.policy, used_by_triton=self.used_by_triton,
+                discovery="in-tree" if found and found.in_tree else "entry-points",
+                triton=triton.label() if triton else None,
+                triton_core=core_row(found, libtriton_path(triton, found.package) if found else None),
+                package=found.package if found else DEFAULT_PACKAGE, renamed_cores=renamed_cores(found),
+                trust_sources=self.trust_sources or _trust_sources(), cache=cache_file(),
+                manifest_digest=self.manifest_digest, core=self.core, problems=list(self.problems),
+                notes=list(self.notes), backends=[backend_row(e, self.verdicts) for e in self.entries],
+                plugins=[plugin_row(p, self.verdicts) for p in self.plugins],
+            )
 
     def healthy(self) -> bool:
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
@@ -518,11 +454,11 @@ def _verified_libtriton(dists: list[Distribution], verdicts: dict[str, Verdict],
     return found
 
 
-def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache) -> None:
-    """Tell the import hook which sources were verified, as they were: their modules then
-    run the verified source's code, never a pyc from ``__pycache__`` (:mod:`.bytecode`)."""
-    from ..autohook import guard
-
+def _verified_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cache: VerifyCache
+                      ) -> tuple[dict[str, list[object]], set[str]]:
+    """The ``.py`` files of verified distributions with the identity each was hashed with, and
+    their top-level packages: modules found there must run the verified source's code, never a
+    pyc from ``__pycache__`` (the Triton layer's ``bytecode``)."""
     sources: dict[str, list[object]] = {}
     tops: set[str] = set()
     for dist in dists:
@@ -533,7 +469,7 @@ def _guard_sources(dists: list[Distribution], verdicts: dict[str, Verdict], cach
                 sources[path] = ident
                 top = path[len(dist.root) + 1:].split(os.sep, 1)[0]
                 tops.add(top[:-3] if top.endswith(".py") else top)
-    guard(sources, tops)
+    return sources, tops
 
 
 def emit(message: str) -> None:
@@ -631,12 +567,6 @@ def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[
     return keys
 
 
-def _terms_row(terms: PluginTerms | None) -> dict[str, Any] | None:
-    from dataclasses import asdict
-
-    return asdict(terms) if terms else None
-
-
 #: Rejections that a plugin built for another Triton explains or repeats (its own contract is
 #: then its reason: the distribution's Triton requirement, missing libtriton symbols).
 _SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
@@ -671,36 +601,6 @@ def _failure_policy(item: Entry | PluginEntry) -> str:
     return " (on-failure = \"fallback\": kernels compile with the standard pipeline, without it)"
 
 
-def _reason(reason: Reason | None) -> dict[str, str] | None:
-    return None if reason is None else {"code": reason.code, "path": reason.path, "message": reason.message}
-
-
-def _dist_row(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dict[str, Any]:
-    if dist is None:
-        return {"distribution": None, "version": None, "dist_info": None, "manifest": None, "coverage": None,
-                "signature": None}
-    verdict = verdicts.get(dist.dist_info)
-    return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info,
-            "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None,
-            "signature": verdict.signature or None if verdict else None}
-
-
-def _backend_row(e: Entry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
-    return {
-        "name": e.name, "package": e.package, "source": e.source, **_dist_row(e.dist, verdicts),
-        "trust": e.trust, "state": e.state, "active": e.active, "signers": e.signers,
-        "targets": e.targets, "note": e.note, "reason": _reason(e.reason),
-    }
-
-
-def _plugin_row(p: PluginEntry, verdicts: dict[str, Verdict]) -> dict[str, Any]:
-    return {
-        "path": p.path, "file": p.file, "api": p.api, "name": p.name, **_dist_row(p.dist, verdicts),
-        "trust": p.trust, "state": p.state, "signers": p.signers, "handed_over": p.handed_over,
-        "note": p.note, "reason": _reason(p.reason), "contract": _terms_row(p.terms),
-    }
-
-
 def _trust_sources() -> list[str]:
     """The trust files, also when no installed distribution has a manifest (then verification
     never needed them): a report must not say no key is trusted when one is."""
@@ -713,31 +613,6 @@ def triton_version(triton: Distribution | None, package: str = DEFAULT_PACKAGE) 
     """The installed Triton's version as Triton reports it (``<package>.__version__``, read from
     the file), else its distribution's: a fork's distribution version need not be Triton's."""
     return None if triton is None else core_version(triton, package) or triton.version
-
-
-def _core_row(found: Discovery | None) -> dict[str, Any] | None:
-    """What ``import <package>`` imports: the distribution whose RECORD lists the file, its
-    version, ``<package>.__version__`` and the ``libtriton.so`` beside it."""
-    triton = found.triton if found else None
-    if found is None or triton is None:
-        return None
-    return {
-        "distribution": triton.name, "version": triton.version, "dist_info": triton.dist_info,
-        "init": os.path.join(triton.root, *core_init(found.package).split("/")),
-        "__version__": core_version(triton, found.package), "libtriton": libtriton_path(triton, found.package),
-        "also_claimed_by": [d.label() for d in found.core_claims[1:]],
-    }
-
-
-def _renamed_cores(found: Discovery | None) -> list[dict[str, str]]:
-    """Looked for only when no ``triton`` core is on the path: signed distributions that install
-    Triton under another package name (``doctor --package NAME`` examines one)."""
-    if found is None or found.triton is not None or found.package != DEFAULT_PACKAGE:
-        return []
-    from ..site import renamed_cores
-
-    signed = [d for d in found.distributions if d.manifest]
-    return [{"distribution": d.label(), "package": p} for d, p in renamed_cores(signed)]
 
 
 def libtriton_path(triton: Distribution | None, package: str = DEFAULT_PACKAGE) -> str | None:
@@ -761,6 +636,6 @@ def reset() -> None:
 
 
 __all__ = [
-    "BackendWarning", "CacheError", "Entry", "PluginEntry", "Registry", "TrustError", "emit", "get",
+    "BackendWarning", "CacheError", "Entry", "Plan", "PluginEntry", "Registry", "TrustError", "emit", "get",
     "locate_package", "reset",
 ]

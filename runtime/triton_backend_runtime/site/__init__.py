@@ -8,7 +8,7 @@ installed files read within bounds and confined paths (``installed``), a file's 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import discovery, installed, ownership
+    from . import discovery, fileidentity, installed, ownership
     from .discovery import (
         DEFAULT_PACKAGE,
         Candidate,
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         record_row_matches,
         renamed_cores,
     )
+    from .fileidentity import identity, identity_text, same_file, stat_identity
     from .installed import (
         CHUNK,
         MAX_WALK_ENTRIES,
@@ -61,7 +62,10 @@ __all__ = [
     "core_version",
     "discover",
     "discovery",
+    "fileidentity",
     "hash_workers",
+    "identity",
+    "identity_text",
     "installed",
     "installed_path",
     "open_installed",
@@ -76,6 +80,8 @@ __all__ = [
     "record_row_matches",
     "regular_stat",
     "renamed_cores",
+    "same_file",
+    "stat_identity",
     "walk_files",
     "wheel_path_parts",
 ]
@@ -98,6 +104,8 @@ _WHERE = {
     "core_version": "discovery",
     "discover": "discovery",
     "hash_workers": "installed",
+    "identity": "fileidentity",
+    "identity_text": "fileidentity",
     "installed_path": "installed",
     "open_installed": "installed",
     "other_dist_infos": "discovery",
@@ -110,6 +118,8 @@ _WHERE = {
     "record_row_matches": "discovery",
     "regular_stat": "installed",
     "renamed_cores": "discovery",
+    "same_file": "fileidentity",
+    "stat_identity": "fileidentity",
     "walk_files": "installed",
     "wheel_path_parts": "installed",
 }

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..base import RegularFileError, VerifyError, open_regular, read_chunks
-from ..verification import identity
+from .fileidentity import identity
 
 __all__ = [
     "CHUNK", "Confinement", "HashCache", "MAX_PATH_CHARS", "MAX_PATH_PARTS", "MAX_WALK_ENTRIES", "check_package_name",

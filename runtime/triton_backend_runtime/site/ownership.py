@@ -19,8 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..base import ConflictError
-from ..verification import Reason, reason_of
+from ..base import ConflictError, Reason, reason_of
 from .discovery import (
     Distribution,
     RecordSyntaxError,

@@ -8,50 +8,39 @@ bytecode, and the import watch that runs it all at the right moment.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import bytecode, compilekey, core, pluginguard, plugins, selection
-    from .bytecode import SourceChanged, code_for, verified_source
-    from .compilekey import isolate, manifest_digest, plugin_keys
-    from .core import check_core
-    from .pluginguard import LIBTRITON, guard
-    from .plugins import check_terms, hand_over
-    from .selection import probe_active, wrap_create_driver
+    from . import (
+        bytecode,
+        compilekey,
+        core,
+        importwatch,
+        integration,
+        libtriton,
+        patch,
+        pluginguard,
+        plugins,
+        selection,
+    )
+    from .integration import admit
+    from .selection import probe_active
 
 __all__ = [
-    "LIBTRITON",
-    "SourceChanged",
+    "admit",
     "bytecode",
-    "check_core",
-    "check_terms",
-    "code_for",
     "compilekey",
     "core",
-    "guard",
-    "hand_over",
-    "isolate",
-    "manifest_digest",
-    "plugin_keys",
+    "importwatch",
+    "integration",
+    "libtriton",
+    "patch",
     "pluginguard",
     "plugins",
     "probe_active",
     "selection",
-    "verified_source",
-    "wrap_create_driver",
 ]
 
 _WHERE = {
-    "LIBTRITON": "pluginguard",
-    "SourceChanged": "bytecode",
-    "check_core": "core",
-    "check_terms": "plugins",
-    "code_for": "bytecode",
-    "guard": "pluginguard",
-    "hand_over": "plugins",
-    "isolate": "compilekey",
-    "manifest_digest": "compilekey",
-    "plugin_keys": "compilekey",
+    "admit": "integration",
     "probe_active": "selection",
-    "verified_source": "bytecode",
-    "wrap_create_driver": "selection",
 }
 
 

@@ -27,7 +27,8 @@ import sys
 from types import CodeType
 
 from ..base import read_chunks
-from ..verification import cache_dir, identity, unsafe_owner_or_mode
+from ..site import identity
+from ..verification import cache_dir, unsafe_owner_or_mode
 
 _HEADER = struct.Struct("<16s5q")  # MAGIC_NUMBER padded, then the source's identity
 _STORE: dict[str, str | None] = {}

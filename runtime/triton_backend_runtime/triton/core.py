@@ -25,9 +25,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..base import OFF, STRICT, VERIFIED, PolicyError, VerifyError
-from ..site import DEFAULT_PACKAGE, core_init
-from ..verification import Reason, identity, reason_of, same_file
+from ..base import OFF, STRICT, VERIFIED, PolicyError, Reason, VerifyError, reason_of
+from ..site import DEFAULT_PACKAGE, core_init, identity, same_file
 
 if TYPE_CHECKING:
     from ..site import Overlap
@@ -53,6 +52,9 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
     if registry.policy == OFF or spec is None or not getattr(spec, "origin", None):
         return None
     registry.verify(package=package)
+    from .integration import guard_sources
+
+    guard_sources(registry)  # before triton/__init__ runs any of its modules
     reason = core_reason(registry, str(spec.origin))
     registry.core = reason
     if reason is not None and registry.policy == STRICT:
@@ -66,9 +68,9 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
     check_plugin_paths(registry)  # raises under strict
     verified = _verified_identity(registry, os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
     if reason is None and verified is not None:
-        from ..autohook import after_import
+        from .libtriton import when_loaded
 
-        after_import(f"{package}._C.libtriton", lambda module: check_loaded(module, verified, registry))
+        when_loaded("core", lambda module: check_loaded(module, verified, registry), package)
     return reason
 
 

@@ -29,8 +29,8 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ..base import EXCLUDED, FAILED, OFF, REJECTED, STRICT
-from ..verification import Reason, same_file
+from ..base import EXCLUDED, FAILED, OFF, REJECTED, STRICT, Reason
+from ..site import same_file
 
 if TYPE_CHECKING:
     from ..loading import Registry
@@ -79,9 +79,9 @@ def refusal(path: str, registry: Registry) -> Reason | None:
 
 def guard(registry: Registry) -> None:
     """Wrap ``libtriton``'s loaders now, or the moment it is imported."""
-    from ..autohook import after_import
+    from .libtriton import when_loaded
 
-    after_import(LIBTRITON, lambda module: wrap_loaders(module, registry))
+    when_loaded("guard", lambda module: wrap_loaders(module, registry))
 
 
 #: The wrappers installed in libtriton, which holds them only weakly (see :func:`wrap_loaders`).

@@ -36,14 +36,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..base import FAILED, LOADED, LoadError, VerifyError, describe
+from ..base import FAILED, LOADED, LoadError, describe, reason_of
 from ..base import PENDING as PENDING_STATE
-from ..verification import reason_of
 
 if TYPE_CHECKING:
     from ..loading import PluginEntry
     from ..site import Distribution
-    from ..verification import PluginTerms
 
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
 LIBTRITON = "triton._C.libtriton"
@@ -70,13 +68,13 @@ def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Dist
             continue
         _give(plugin, libtriton)
     if waiting:
-        from ..autohook import after_import
+        from .libtriton import when_loaded
 
         def give_all(module: Any) -> None:
             for plugin in waiting:
                 _give(plugin, module)
 
-        after_import(LIBTRITON, give_all)
+        when_loaded("hand-over", give_all)
 
 
 def has_extend_with(version: str | None) -> bool:
@@ -122,52 +120,3 @@ def _add_plugin_path(path: str) -> None:
     paths = [p for p in os.environ.get(PLUGIN_PATHS_ENV, "").split(":") if p]
     if path not in paths:
         os.environ[PLUGIN_PATHS_ENV] = ":".join([*paths, path])
-
-
-def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> None:
-    """The installed Triton against what the plugin was built for and what its vendor
-    declared (``verify.plugin-triton``, ``verify.plugin-range``); nothing is loaded."""
-    if _same_plain_release(terms, triton_version):
-        return  # the common case (Triton's own bundled plugins): no version parsing at import
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    if (terms.built_for or terms.triton) and triton_version is None:
-        raise VerifyError("plugin-triton", where, "Triton is not installed")
-    if not triton_version:
-        return
-    try:
-        installed = Version(triton_version)
-    except InvalidVersion:
-        raise VerifyError("plugin-triton", where, f"the installed Triton's version {triton_version!r} is not "
-                          "PEP 440: the plugin's contract cannot hold") from None
-    if terms.built_for is not None and _release(terms.built_for) != installed.release:
-        raise VerifyError("plugin-triton", where, f"plugin {terms.name} {terms.version} was built for Triton "
-                          f"{terms.built_for[:60]}; installed is {triton_version} (not loaded: Triton would refuse it "
-                          "after dlopen, or crash)")
-    try:
-        declared = SpecifierSet(terms.triton)
-    except InvalidSpecifier:
-        raise VerifyError("plugin-range", where, f"declared range {terms.triton[:60]!r} is not PEP 440") from None
-    if terms.triton and not declared.contains(installed, prereleases=True):
-        raise VerifyError("plugin-range", where, f"plugin {terms.name or ''} declares Triton {terms.triton}; "
-                          f"installed is {triton_version}")
-
-
-def _same_plain_release(terms: PluginTerms, triton_version: str | None) -> bool:
-    """Built for exactly the installed release (local ``+git...`` parts aside), both plain
-    dotted numbers, and no declared range: the full check would pass, without importing
-    ``packaging`` (4 ms of a warm import)."""
-    if terms.triton or terms.built_for is None or not triton_version:
-        return False
-    built, installed = terms.built_for.split("+", 1)[0], triton_version.split("+", 1)[0]
-    return built == installed and all(part.isascii() and part.isdigit() for part in built.split("."))
-
-
-def _release(version: str) -> tuple[int, ...] | None:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).release
-    except InvalidVersion:
-        return None

@@ -10,40 +10,29 @@ warm import only stats, ``dynsym`` reads a library's exports.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import cache, distribution, dynsym, verdict
-    from .cache import (
-        REHASH_ENV,
-        VerifyCache,
-        cache_dir,
-        cache_file,
-        context_digest,
-        identity,
-        same_file,
-        stat_identity,
-        unsafe_owner_or_mode,
-    )
+    from . import cache, contract, distribution, dynsym, verdict
+    from .cache import REHASH_ENV, VerifyCache, cache_dir, cache_file, context_digest, unsafe_owner_or_mode
+    from .contract import check_terms
     from .distribution import Context, verify_distribution
     from .dynsym import EXPORT_BINDINGS
-    from .verdict import PluginTerms, Reason, Verdict, reason_of
+    from .verdict import PluginClaim, PluginTerms, Verdict
 
 __all__ = [
     "Context",
     "EXPORT_BINDINGS",
+    "PluginClaim",
     "PluginTerms",
     "REHASH_ENV",
-    "Reason",
     "Verdict",
     "VerifyCache",
     "cache",
     "cache_dir",
     "cache_file",
+    "check_terms",
     "context_digest",
+    "contract",
     "distribution",
     "dynsym",
-    "identity",
-    "reason_of",
-    "same_file",
-    "stat_identity",
     "unsafe_owner_or_mode",
     "verdict",
     "verify_distribution",
@@ -52,18 +41,15 @@ __all__ = [
 _WHERE = {
     "Context": "distribution",
     "EXPORT_BINDINGS": "dynsym",
+    "PluginClaim": "verdict",
     "PluginTerms": "verdict",
     "REHASH_ENV": "cache",
-    "Reason": "verdict",
     "Verdict": "verdict",
     "VerifyCache": "cache",
     "cache_dir": "cache",
     "cache_file": "cache",
+    "check_terms": "contract",
     "context_digest": "cache",
-    "identity": "cache",
-    "reason_of": "verdict",
-    "same_file": "cache",
-    "stat_identity": "cache",
     "unsafe_owner_or_mode": "cache",
     "verify_distribution": "distribution",
 }

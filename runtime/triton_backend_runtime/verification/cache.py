@@ -47,6 +47,7 @@ from collections.abc import Mapping
 
 from ..base import CacheError, ManifestError, RegularFileError, read_regular
 from ..manifest import schema
+from ..site import identity_text
 from .verdict import Verdict
 
 CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
@@ -68,43 +69,6 @@ def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> str:
 
 def cache_file() -> str:
     return os.path.join(cache_dir(), f"verify-{sys.implementation.cache_tag}.json")
-
-
-def identity(st: os.stat_result) -> list[object]:
-    """A file's identity for the caches: (device, inode, size, mtime_ns, ctime_ns)."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def stat_identity(path: str) -> list[object] | None:
-    try:
-        return identity(os.stat(path))
-    except (OSError, ValueError):
-        return None
-
-
-def same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file or directory: the same device and inode, or, where
-    either cannot be stat-ed, the same path once symlinks are resolved. A path with a NUL
-    (which no file has) is only itself."""
-    if a == b:
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        pass
-    try:
-        return os.path.realpath(a) == os.path.realpath(b)
-    except (OSError, ValueError):
-        return False
-
-
-def identity_text(path: str) -> str | None:
-    """The identity of ``path`` as the cache stores it; None when it cannot be stat-ed."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def _text(ident: list[object]) -> str:

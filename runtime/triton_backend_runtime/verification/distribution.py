@@ -48,6 +48,7 @@ from ..base import (
     UNVERIFIED,
     VERIFIED,
     ManifestError,
+    Reason,
     SignatureError,
     TrustError,
     TrustStoreError,
@@ -55,6 +56,7 @@ from ..base import (
     canonicalize_name,
     describe,
     is_shared_library,
+    reason_of,
     same_version,
 )
 from ..manifest import model as m
@@ -72,7 +74,7 @@ from ..site import (
 )
 from ..trust import TrustStore, admit_signers, check_floor, dsse, statement, ungranted
 from . import dynsym
-from .verdict import BackendClaim, PluginClaim, Reason, Verdict, plugin_terms, reason_of
+from .verdict import BackendClaim, PluginClaim, Verdict, plugin_terms
 
 __all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribution"]
 

@@ -13,19 +13,10 @@ otherwise compile every string annotation at each warm import (~1 ms).
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..base import Trust, TrustError
+from ..base import Reason, Trust
 
 if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
     from ..manifest import Plugin
-
-
-@dataclass
-class Reason:
-    """Why something is not admitted: a stable code, the file it is about, the cause."""
-
-    code: str
-    path: str
-    message: str
 
 
 @dataclass
@@ -113,6 +104,3 @@ class Verdict:
     #: Every file and directory the outcome depends on, the one that failed included.
     files: list[str] = field(default_factory=list)
 
-
-def reason_of(exc: TrustError) -> Reason:
-    return Reason(exc.code, exc.path, exc.detail)
