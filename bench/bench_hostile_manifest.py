@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "runtime"))
 from _wheels import signed_triton_site  # noqa: E402
 from triton_backend_runtime.manifest import model as m  # noqa: E402
 from triton_backend_runtime.trust import dsse  # noqa: E402
-from triton_backend_runtime.verification.distribution import MAX_TAG_PARTS  # noqa: E402
+from triton_backend_runtime.verification.environment import MAX_TAG_PARTS  # noqa: E402
 
 NAME, VERSION = "aaa-hostile", "1.0"
 INFO = "aaa_hostile-1.0.dist-info"

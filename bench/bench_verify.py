@@ -92,8 +92,8 @@ def timed(owner, name, label):
             times[label] = times.get(label, 0.0) + time.perf_counter() - t
     setattr(owner, name, wrapper)
 for name in ("_hash_ahead", "read_bounded", "_check_signature", "_locate", "_claims",
-             "_check_delegation", "_check_identity", "_check_environment", "_check_artifacts",
-             "_check_unlisted", "_check_symbols"):
+             "_check_delegation", "_check_identity", "check_environment", "_check_artifacts",
+             "check_unlisted", "_check_symbols"):
     if hasattr(verify, name):
         timed(verify, name, name)
 for name in ("load", "manifest_of"):

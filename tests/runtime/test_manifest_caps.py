@@ -22,7 +22,7 @@ from triton_backend_runtime.base.jsonlimits import _NOT_BRACKETS, _outside_strin
 from triton_backend_runtime.manifest import model as m
 from triton_backend_runtime.manifest import schema
 from triton_backend_runtime.trust import statement
-from triton_backend_runtime.verification.distribution import _check_tags
+from triton_backend_runtime.verification.environment import _check_tags
 
 SHA = "0" * 64
 

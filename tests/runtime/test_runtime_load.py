@@ -47,7 +47,7 @@ from triton_backend_runtime.site.installed import HashCache
 from triton_backend_runtime.triton import selection
 from triton_backend_runtime.trust import dsse
 from triton_backend_runtime.verification import distribution as runtime_verify
-from triton_backend_runtime.verification import dynsym
+from triton_backend_runtime.verification import dynsym, unlisted
 from triton_backend_runtime.verification.distribution import Context, verify_distribution
 
 from backend_packager.scanning.artifacts import artifact_from_file
@@ -694,7 +694,7 @@ def _(t: Tree) -> Outcome:
     for i in range(10):
         t.dist.file(f"demo_backend/data{i}.txt").write_text("x")
     t.dist.sign(t.env.key)
-    t.monkeypatch.setattr(runtime_verify, "MAX_WALK_ENTRIES", 5)
+    t.monkeypatch.setattr(unlisted, "MAX_WALK_ENTRIES", 5)
     return t.file("demo_backend"), None
 
 

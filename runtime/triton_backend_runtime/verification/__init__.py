@@ -10,7 +10,7 @@ warm import only stats, ``dynsym`` reads a library's exports.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import cache, contract, distribution, dynsym, verdict
+    from . import cache, contract, distribution, dynsym, environment, unlisted, verdict
     from .cache import REHASH_ENV, VerifyCache, cache_dir, cache_file, context_digest, unsafe_owner_or_mode
     from .contract import check_terms
     from .distribution import Context, verify_distribution
@@ -33,6 +33,8 @@ __all__ = [
     "contract",
     "distribution",
     "dynsym",
+    "environment",
+    "unlisted",
     "unsafe_owner_or_mode",
     "verdict",
     "verify_distribution",
