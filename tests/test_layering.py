@@ -31,7 +31,8 @@ LAYERS: dict[str, dict[str, int]] = {
     },
     "backend_packager": {
         "__init__": 0, "base": 0, "formats": 1, "scanning": 2, "wheel": 3, "manifest": 4,
-        "rewrite": 5, "commands": 6, "build": 7, "cli": 7, "__main__": 8,
+        "rewrite": 5, "commands": 6, "build": 7, "cli": 7, "clicommands": 7, "clikeys": 7, "clioutput": 7,
+        "cliparser": 7, "__main__": 8,
     },
 }
 

@@ -1,0 +1,304 @@
+"""The ``backend-packager`` commands: each takes the parsed arguments, calls into
+:mod:`.commands`, prints through :mod:`.clioutput` and returns the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from triton_backend_runtime.base import printable
+from triton_backend_runtime.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT
+from triton_backend_runtime.manifest import model as manifest_mod
+from triton_backend_runtime.manifest import schema
+
+from .base import InputError, TrustError
+from .clikeys import key_paths, signing_key
+from .clioutput import (
+    end_progress,
+    fail_line,
+    key_label,
+    print_adoption,
+    print_mirror,
+    print_outcome,
+    print_scan_table,
+    progress,
+)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from .commands import scan_paths
+
+    live = sys.stderr.isatty() and not args.json
+    result = scan_paths(args.paths, progress=progress(live))
+    end_progress(live)
+    if args.json:
+        doc = {
+            "format": JSON_FORMAT,
+            "artifacts": [schema.encode(a) for a in result.artifacts],
+            "errors": [e.as_dict() for e in result.errors],
+            "warnings": [w.as_dict() for w in result.warnings],
+        }
+        print(json.dumps(doc, indent=1, sort_keys=True))
+    else:
+        print_scan_table(result.artifacts, result.kinds)
+    for warning in result.warnings:
+        print(f"backend-packager: warning: {warning}", file=sys.stderr)
+    for error in result.errors:
+        print(f"backend-packager: error: {error}", file=sys.stderr)
+    return EXIT_FAILED if result.errors else EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(manifest_mod.json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from .manifest import signing
+
+    private, public = key_paths(args.output)
+    for path in (private, public):
+        if path.exists() and not args.force:
+            raise InputError("exists", str(path), "exists (use --force to replace it)")
+    passphrase = os.environ.get(signing.PASSPHRASE_ENV)
+    key = signing.generate(private, public, args.comment, passphrase.encode() if passphrase else None)
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "private": str(private), "public": str(public),
+                          "keyid": key.keyid, "line": key.line()}))
+    elif not args.quiet:
+        print(f"private key: {private}{' (encrypted)' if passphrase else ''}")
+        print(f"public key:  {public}")
+        print(f"keyid:       {key.keyid}")
+    return EXIT_OK
+
+
+def _capture_policy(args: argparse.Namespace) -> Any:
+    """--capture-plugins[-unsafe-no-sandbox] as a :data:`.plugininfo.Policy` (off by
+    default: loading a plugin runs its code); the unsafe flag warns where it takes effect."""
+    if args.capture_plugins_unsafe_no_sandbox:
+        from .scanning import available
+
+        why = available()
+        if why is not None:
+            print(f"backend-packager: warning: no sandbox can be made here ({printable(why)}): "
+                  "--capture-plugins-unsafe-no-sandbox runs each plugin's code as this user, where it can read "
+                  "the signing key", file=sys.stderr)
+        return "sandbox-or-unsafe"
+    return "sandbox" if args.capture_plugins else "off"
+
+
+def _backend_overrides(values: list[str]) -> dict[str, str]:
+    overrides = {}
+    for value in values:
+        name, sep, package = value.partition("=")
+        if not sep or not name or not package:
+            raise argparse.ArgumentTypeError(f"--backend {value!r}: expected NAME=PACKAGE")
+        overrides[name.strip()] = package.strip()
+    return overrides
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from .base import WheelProgress
+    from .commands import Options, migrate_many
+
+    try:
+        overrides = _backend_overrides(args.backend)
+    except argparse.ArgumentTypeError as exc:
+        raise InputError("usage", "--backend", str(exc)) from None
+    key = signing_key(args.key)
+    wheels = _wheels_in(args.inputs)
+    bar = WheelProgress(wheels, enabled=False if args.json or args.quiet else None)
+    plain = not bar.enabled and not args.json
+
+    def done(outcome: Any) -> None:
+        bar.on_wheel(outcome.source)
+        if plain:
+            print_outcome(outcome, args.quiet)
+
+    options = Options(triton_package=args.triton_package, rewrite_record=args.rewrite_record,
+                      capture=_capture_policy(args))
+    outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
+                            progress=bar.on_bytes, done=done, drop_signature=args.drop_signature, options=options)
+    bar.close()
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "wheels": [o.as_dict() for o in outcomes],
+                          "failed": sum(o.error is not None for o in outcomes)}, indent=1))
+    elif bar.enabled:
+        for outcome in outcomes:
+            print_outcome(outcome, args.quiet)
+    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+
+
+def _wheels_in(paths: list[Path]) -> list[Path]:
+    """Wheel files as given and every ``*.whl`` of a directory; none at all is a usage error."""
+    from .commands import expand_inputs
+
+    wheels = expand_inputs(paths)
+    if not wheels:
+        raise InputError("no-wheels", " ".join(map(str, paths)), "no wheels found in the given paths")
+    return wheels
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
+    RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
+    from .base import ConfigError
+    from .commands.adopt import adopt
+
+    try:
+        key = signing_key(args.key)
+    except ConfigError as exc:
+        raise InputError("key", exc.path, exc.detail) from None
+    if key is None:
+        raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
+    if args.site_packages is not None and not args.site_packages.is_dir():
+        raise InputError("site-packages", str(args.site_packages), "not a directory")
+    sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
+    capture = _capture_policy(args)
+    outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out,
+                      against=args.against, jobs=args.jobs, capture=capture)
+                for name in args.dists]
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
+                          "failed": sum(o.error is not None for o in outcomes)}, indent=1))
+    for outcome in outcomes:
+        print_adoption(outcome, args.quiet or args.json)
+    if any(isinstance(o.error, InputError) for o in outcomes):
+        return EXIT_USAGE
+    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+
+
+def interpreter_sites() -> list[Path]:
+    """Where ``adopt`` looks without ``--site-packages``: this interpreter's purelib, then its
+    platlib (sysconfig's default scheme), once each; they differ where ``sys.platlibdir`` is
+    lib64 or the exec_prefix is not the prefix, and pip installs Triton into platlib."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(Path(paths[key]) for key in ("purelib", "platlib")))
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    """Exit 0 when every wheel is served, 1 when any failed, 2 for usage, an unusable source
+    or key, or (with --no-wait) an output directory another run holds."""
+    from .base import WheelProgress
+    from .commands import mirror
+
+    bars: list[WheelProgress] = []
+
+    def start(paths: list[Path]) -> None:
+        bars.append(WheelProgress([p for p in paths if p.exists()], enabled=False if args.json else None))
+
+    def done(path: Path, result: Any) -> None:
+        if bars:
+            bars[0].on_wheel(path)
+
+    def on_bytes(path: Path, member: str, nbytes: int) -> None:
+        if bars:
+            bars[0].on_bytes(path, member, nbytes)
+
+    def waiting(lock: Path) -> None:
+        print(f"backend-packager: waiting for another mirror run to finish ({lock} is locked)", file=sys.stderr)
+
+    hooks = mirror.Hooks(waiting=waiting, start=start, progress=on_bytes, done=done)
+    try:
+        key = signing_key(args.key)
+        if key is None:
+            print("backend-packager: error: mirror needs --key (or $BACKEND_PACKAGER_SIGNING_KEY)", file=sys.stderr)
+            return EXIT_USAGE
+        run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
+                            pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
+                            capture=_capture_policy(args))
+    except TrustError as exc:  # a source, the key or the lock: the run could not start
+        fail_line(args, exc)
+        return EXIT_USAGE
+    finally:
+        if bars:
+            bars[0].close()
+    if args.json:
+        print(json.dumps(run.as_dict(), indent=1))
+    else:
+        print_mirror(run)
+    return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from triton_backend_runtime.trust import TrustStore, parse_key_file
+
+    from .base import read_input
+    from .commands import verify_wheel
+
+    keys = []
+    for path in args.trust:
+        try:
+            text = read_input(path, 1 << 20).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError("trust", str(path), "cannot read key file: not UTF-8 text") from None
+        keys += parse_key_file(text, str(path))
+    store = TrustStore.of(keys)
+    results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "wheels": [
+            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "coverage": r.coverage,
+             "findings": [f.as_dict() for f in r.findings], "notes": r.notes}
+            for r in results
+        ]}, indent=1))
+    else:
+        for r in results:
+            for finding in r.findings:
+                print(printable(f"FAIL {r.wheel}: {finding.code}: {finding.path}: {finding.message}"))
+            if r.ok:
+                names = ", ".join(key_label(store, k) for k in r.signers)
+                count = len(r.manifest.artifacts) if r.manifest else 0
+                print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match (coverage {r.coverage})")
+            for note in r.notes if not args.quiet else ():
+                print(f"NOTE {r.wheel}: {note}")
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .commands import scaffold
+
+    project = scaffold.project_for(args.directory, args.name, args.backend, args.package)
+    written = scaffold.init(args.directory, project)
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "directory": str(args.directory), "files": written,
+                          **project.variables()}, indent=1))
+    else:
+        print(f"created {args.directory}: {project.name}, backend {project.backend!r} in package {project.package}")
+        for rel in written:
+            print(f"  {rel}")
+        import shlex
+
+        # A relative key path is relative to where the build starts (config.start_directory).
+        print("next: backend-packager keygen -o signing-key.pem && BACKEND_PACKAGER_SIGNING_KEY=signing-key.pem "
+              f"python -m build {shlex.quote(str(args.directory))} (its isolated environment installs "
+              "triton-backend-packager from the index, or from PIP_FIND_LINKS: see docs/vendor/build.md)")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .commands import as_json, inspect_wheel, render
+
+    docs: list[dict[str, Any]] = []
+    failed = False
+    for number, wheel in enumerate(_wheels_in(args.wheels)):
+        try:
+            inspection = inspect_wheel(wheel)
+        except TrustError as exc:
+            # One unreadable wheel is its own line; the others are still shown.
+            failed = True
+            docs.append({"wheel": str(wheel), "error": exc.as_dict()})
+            print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+            continue
+        if args.json:
+            docs.append({"wheel": str(wheel), **as_json(inspection)})
+        else:
+            print(("\n" if number else "") + render(inspection))
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "wheels": docs}, indent=1, sort_keys=True))
+    return EXIT_FAILED if failed else EXIT_OK

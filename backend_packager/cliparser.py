@@ -1,0 +1,243 @@
+"""The ``backend-packager`` grammar: the argument parser, its commands and their options."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .clicommands import (
+    cmd_adopt,
+    cmd_init,
+    cmd_inspect,
+    cmd_keygen,
+    cmd_migrate,
+    cmd_mirror,
+    cmd_scan,
+    cmd_schema,
+    cmd_verify,
+    interpreter_sites,
+)
+
+
+def _searched(sites: list[Path]) -> str:
+    if len(sites) == 1:
+        return f"this interpreter's purelib and platlib, here one directory: {sites[0]}"
+    return (f"this interpreter's purelib {sites[0]}, then its platlib {sites[1]}; a distribution found in both "
+            "is refused")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="backend-packager",
+        description="Scan, sign, package and verify Triton backend wheels.",
+        epilog="Exit codes: 0 success; 1 the command ran and found a problem (a file that could not "
+        "be scanned, a wheel that failed); 2 bad usage. `backend-packager COMMAND --help` for each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser, argparse.SUPPRESS)
+    parser.set_defaults(quiet=False, verbose=0)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    scan = sub.add_parser(
+        "scan",
+        help="report the ELF facts of .so files, directories or wheels",
+        description="Report the ELF facts a manifest records for each shared library or "
+        "executable: exports, imports, needed libraries, glibc requirement, plugin API. "
+        "Exit 1 if any file could not be scanned.",
+    )
+    scan.add_argument("paths", nargs="+", type=Path, metavar="PATH", help=".so file, directory or .whl")
+    scan.add_argument("--json", action="store_true", help="print artifact records as the manifest holds them")
+    scan.set_defaults(func=cmd_scan)
+
+    keygen = sub.add_parser(
+        "keygen",
+        help="create an Ed25519 signing key pair",
+        description="Write an Ed25519 private key (PKCS#8 PEM, mode 0600) and, beside it with the "
+        "suffix .pub, the one-line public key the runtime's trust store reads. The private key is "
+        "encrypted when the environment variable BACKEND_PACKAGER_KEY_PASSPHRASE is set.",
+    )
+    keygen.add_argument("-o", "--output", type=Path, default=Path("backend-signing-key.pem"),
+                        help="private key path (default: %(default)s)")
+    keygen.add_argument("--comment", default="", help="comment stored in the public key line")
+    keygen.add_argument("--force", action="store_true", help="replace existing key files")
+    keygen.add_argument("--json", action="store_true", help="print the result as JSON")
+    keygen.set_defaults(func=cmd_keygen)
+
+    migrate = sub.add_parser(
+        "migrate",
+        help="add a signed manifest and entry points to legacy wheels",
+        description="For each legacy wheel (or every *.whl in a directory): find its backends "
+        "(triton.backends entry points, else triton/backends/<name>/ directories, for which entry "
+        "points are then added), hash every file and scan the native ones, and write OUTDIR/<same name>.whl "
+        "with a signed manifest that vouches for every file. A wheel that already has one is re-scanned and "
+        "re-signed (use this after auditwheel repair). The input is never modified. Exit 1 if any wheel failed.",
+    )
+    migrate.add_argument("inputs", nargs="+", type=Path, metavar="WHEEL_OR_DIR")
+    migrate.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"), metavar="OUTDIR",
+                         help="output directory (default: %(default)s, as auditwheel's)")
+    migrate.add_argument("--drop-signature", action="store_true",
+                         help="without --key, migrate a signed wheel anyway: its output is hash-only")
+    _add_key(migrate, "; without one the manifest is hash-only")
+    _add_capture(migrate)
+    _add_jobs(migrate, "wheels (or, for one wheel, members) processed in parallel")
+    migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
+                         help="declare a backend explicitly (repeatable); overrides discovery")
+    migrate.add_argument("--triton-package", type=python_package, metavar="NAME",
+                         help="the Triton package the backends plug into (entry-point group NAME.backends, "
+                         "directories NAME/backends/*/), for a vendor release that renames 'triton' when the "
+                         "wheel does not tell (default: read from the wheel, else triton)")
+    migrate.add_argument("--rewrite-record", action="store_true",
+                         help="migrate a wheel whose RECORD or file-name tags disagree with its contents, from the "
+                         "contents: RECORD and the file name are rewritten, every discrepancy is listed and "
+                         "recorded in the manifest's provenance")
+    migrate.add_argument("--json", action="store_true", help="print a JSON summary")
+    migrate.set_defaults(func=cmd_migrate)
+
+    adopt = sub.add_parser(
+        "adopt",
+        help="sign an installed distribution in place (a preinstalled Triton), or write its wheel",
+        description="For each DIST installed in site-packages: check every file against its RECORD (sha256 "
+        "and size; paths confined to site-packages, symlinks not followed) and refuse, listing them, if any "
+        "differs; then write the signed manifest into its .dist-info, entry points for triton/backends/<name>/ "
+        "directories, and RECORD last, each file atomically, planned and signed as migrate does. With "
+        "--wheel-out, write a signed wheel of the distribution to DIR instead and leave the installed files "
+        "alone. Exit 1 if a distribution was refused or failed, 2 for an unusable key, directory or name.",
+    )
+    adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
+    adopt.add_argument("--site-packages", type=Path, metavar="DIR",
+                       help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
+    _add_key(adopt)
+    _add_capture(adopt)
+    adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
+    adopt.add_argument("--against", metavar="WHEEL|INDEX",
+                       help="compare every installed file with the published release, not only with RECORD on "
+                       "disk (which whoever changed a file could rewrite): a wheel file or URL, or a simple index "
+                       "(a directory, file:// or http(s) URL) holding the same wheel; any difference is refused "
+                       "(installed.differs)")
+    _add_jobs(adopt, "files checked in parallel")
+    adopt.add_argument("--json", action="store_true", help="print a JSON summary (format 1)")
+    adopt.set_defaults(func=cmd_adopt)
+
+    mirror = sub.add_parser(
+        "mirror",
+        help="keep a signed wheel mirror (a PEP 503/691 simple index) that pip installs from",
+        description="Migrate every wheel of each SRC (a directory of wheels, or a PEP 503 simple index on "
+        "disk) into OUTDIR, signed with KEY, and write OUTDIR/simple, a PEP 503 index with PEP 691 JSON "
+        "beside it (pip install --index-url file://OUTDIR/simple NAME). Wheels without a Triton backend or "
+        "plugin are copied through unchanged. A re-run works only on new or changed wheels (all of them "
+        "when the key changed), recorded in OUTDIR/.mirror-state.json. A second run on the same OUTDIR "
+        "waits for the first (or exits 2 with --no-wait). Exit 1 if any wheel failed: it is left out of "
+        "the index, or served unchanged with --pass-through-failures.",
+    )
+    mirror.add_argument("sources", nargs="+", type=Path, metavar="SRC")
+    mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
+    _add_key(mirror)
+    _add_capture(mirror)
+    _add_jobs(mirror, "wheels processed in parallel")
+    mirror.add_argument("--pass-through-failures", action="store_true",
+                        help="serve a wheel that cannot be migrated unchanged instead of leaving it out")
+    mirror.add_argument("--no-wait", action="store_true", help="exit 2 at once if another run holds OUTDIR")
+    mirror.add_argument("--json", action="store_true", help="print every wheel's result as JSON (format 1)")
+    mirror.set_defaults(func=cmd_mirror)
+
+    verify = sub.add_parser(
+        "verify",
+        help="check a wheel's signed manifest offline",
+        description="Check each wheel offline: the manifest's signature against the trusted keys; every "
+        "artifact's sha256 and size; the manifest against RECORD; no file left out of the manifest (for an "
+        "old manifest that covers native files only: no shared library, and a NOTE line says so); name, "
+        "version and tags in the signed payload equal to the wheel's own; the "
+        "triton.backends entry points equal to the signed backends. Each failure is printed on its own "
+        "line. Exit 0 only when every wheel passes every check, 1 otherwise, 2 for unusable arguments.",
+    )
+    verify.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
+                        help="wheels, or directories whose *.whl are verified")
+    verify.add_argument("--trust", type=Path, action="append", required=True, metavar="KEYFILE",
+                        help="public key file (lines as written by keygen); repeatable")
+    verify.add_argument("--json", action="store_true", help="print the findings as JSON")
+    verify.set_defaults(func=cmd_verify)
+
+    insp = sub.add_parser(
+        "inspect",
+        help="print a wheel's manifest readably",
+        description="Print what a wheel's manifest says: backends, plugins, artifacts, requirements and "
+        "signer keyids (or that it is hash-only). The signature is NOT checked: use verify for that.",
+    )
+    insp.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
+                      help="wheels, or directories whose *.whl are inspected")
+    insp.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    insp.set_defaults(func=cmd_inspect)
+
+    init = sub.add_parser(
+        "init",
+        help="create a new vendor backend project",
+        description="Create DIR (absent or empty) holding a Triton backend project that builds as it is "
+        "with `python -m build` into a wheel with a signed manifest: pyproject.toml configured for "
+        "backend_packager.build, a C driver library, and compiler.py / driver.py subclassing Triton's "
+        "BaseBackend / DriverBase. Names default from DIR: acme-backend -> backend 'acme', package "
+        "acme_backend.",
+    )
+    init.add_argument("directory", type=Path, metavar="DIR")
+    init.add_argument("--name", help="distribution name (default: DIR's name)")
+    init.add_argument("--backend", help="backend name, the triton.backends entry point")
+    init.add_argument("--package", help="Python package holding compiler.py and driver.py")
+    init.add_argument("--json", action="store_true", help="print what was created as JSON")
+    init.set_defaults(func=cmd_init)
+
+    sch = sub.add_parser("schema", help="print the manifest's JSON Schema", description="Print the JSON "
+                         "Schema of the manifest, generated from the runtime's definition.")
+    sch.set_defaults(func=cmd_schema)
+    for command in sub.choices.values():
+        _add_verbosity(command, argparse.SUPPRESS)
+    return parser
+
+
+def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
+    # config.SIGNING_KEY_ENV, spelled out: importing config (tomllib) costs every command ~30 ms.
+    parser.add_argument("--key", type=Path,
+                        help=f"Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY{note}")
+
+
+def _add_capture(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--capture-plugins", action="store_true",
+                        help="ask each Triton plugin library what it provides (tritonGetPluginInfo), in a sandbox "
+                        "(user, PID, mount and network namespaces; see docs/vendor/plugin-capture.md); "
+                        "where none can be made the plugin is recorded 'no-sandbox'. "
+                        "Default: no plugin code runs ('not-run')")
+    parser.add_argument("--capture-plugins-unsafe-no-sandbox", action="store_true",
+                        help="as --capture-plugins, but where no sandbox can be made run the plugin's code anyway, "
+                        "as this user: it can then read the signing key and everything else you can")
+
+
+def _add_jobs(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,
+                        help=f"{what} (default: %(default)s)")
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    """-q/-v on the main parser and on every command, so either place works."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="print only errors: no progress, warnings or notes")
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="say more; -v also shows the traceback of an internal error")
+
+
+def python_package(text: str) -> str:
+    """argparse type for --triton-package: one importable name (no dots, no slashes)."""
+    if not text.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python package name")
+    return text
+
+
+def positive_int(text: str) -> int:
+    """argparse type for --jobs: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
