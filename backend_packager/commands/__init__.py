@@ -8,7 +8,29 @@
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import adopt, inspection, migrate, mirror, mirrorindex, published, scaffold, scan, verify
+    from . import (
+        adopt,
+        against,
+        confined,
+        inplace,
+        inspection,
+        installed,
+        migrate,
+        mirror,
+        mirrorindex,
+        mirrorlock,
+        mirrorrecords,
+        mirrorsources,
+        mirrorstate,
+        mirrorwork,
+        plugincapture,
+        published,
+        recordcheck,
+        scaffold,
+        scan,
+        verify,
+        wheelout,
+    )
     from .inspection import as_json, inspect_wheel, render
     from .migrate import Options, expand_inputs, migrate_many
     from .scan import scan_paths
@@ -17,21 +39,33 @@ if TYPE_CHECKING:
 __all__ = [
     "Options",
     "adopt",
+    "against",
     "as_json",
+    "confined",
     "expand_inputs",
+    "inplace",
     "inspect_wheel",
     "inspection",
+    "installed",
     "migrate",
     "migrate_many",
     "mirror",
     "mirrorindex",
+    "mirrorlock",
+    "mirrorrecords",
+    "mirrorsources",
+    "mirrorstate",
+    "mirrorwork",
+    "plugincapture",
     "published",
+    "recordcheck",
     "render",
     "scaffold",
     "scan",
     "scan_paths",
     "verify",
     "verify_wheel",
+    "wheelout",
 ]
 
 _WHERE = {

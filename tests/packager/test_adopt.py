@@ -36,7 +36,7 @@ from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 from triton_backend_runtime.site import discovery
 from triton_backend_runtime.verification.distribution import verify_distribution
 
-from backend_packager.commands import adopt as adopt_module
+from backend_packager.commands import plugincapture
 from backend_packager.commands.adopt import adopt
 from backend_packager.manifest import signing
 
@@ -232,16 +232,16 @@ def test_an_interrupted_adopt_is_not_finished_by_another_key(site: Path, trust: 
 KILLED_AT = """
 import os, signal, sys
 from pathlib import Path
-from backend_packager.commands import adopt
+from backend_packager.commands import adopt, inplace
 from backend_packager.manifest import signing
 written = []
-real = adopt.write_atomic
+real = inplace.write_atomic
 def write_or_die(path, data, **kw):  # kill -9 just before write number LIMIT + 1
     if len(written) == {limit}:
         os.kill(os.getpid(), signal.SIGKILL)
     real(path, data, **kw)
     written.append(path)
-adopt.write_atomic = write_or_die
+inplace.write_atomic = write_or_die
 adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})))
 """
 
@@ -392,14 +392,14 @@ def test_without_site_packages_purelib_then_platlib_are_searched(fork_wheel: Pat
 HELD_AT = """
 import sys
 from pathlib import Path
-from backend_packager.commands import adopt
+from backend_packager.commands import adopt, wheelout
 from backend_packager.manifest import signing
-real = adopt.{function}
+real = wheelout.{function}
 def hold(*args, **kwargs):  # say so, then wait for the SIGKILL
     print("holding", flush=True)
     sys.stdin.read()
     return real(*args, **kwargs)
-adopt.{function} = hold
+wheelout.{function} = hold
 adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})), wheel_out=Path({out!r}))
 """
 
@@ -506,7 +506,7 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
     plugin = site / "plugpack" / "libshared.so"
     data = plugin.read_bytes()
     stage = "place" if when == "before" else "_call_sandboxed"
-    target = adopt_module.InstalledFiles if when == "before" else plugininfo
+    target = plugincapture.InstalledFiles if when == "before" else plugininfo
     real = getattr(target, stage)
 
     def rewrite_first(*args: Any, **kwargs: Any) -> Any:
