@@ -15,7 +15,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton_backend_runtime.loading.conflicts import Claim, resolve
-from triton_backend_runtime.trust.keys import parse_pins, parse_scopes
+from triton_backend_runtime.trust.pins import parse_pins
+from triton_backend_runtime.trust.scopes import parse_scopes
 
 DISTS = ["aaa-x", "mmm-x", "zzz-x", "triton"]
 NAMES = ["nvidia", "amd", "demo"]

@@ -20,7 +20,10 @@ from helpers.disttree import Dist, Key, TrustEnv, make_key, write_dist, write_re
 from triton_backend_runtime.loading.conflicts import Claim, resolve
 from triton_backend_runtime.loading.registry import BackendWarning, Registry
 from triton_backend_runtime.manifest import model as m
-from triton_backend_runtime.trust.keys import load_trust_store, parse_scopes, set_pin, trust_sources
+from triton_backend_runtime.trust.keys import load_trust_store
+from triton_backend_runtime.trust.paths import trust_sources
+from triton_backend_runtime.trust.pins import set_pin
+from triton_backend_runtime.trust.scopes import parse_scopes
 from triton_backend_runtime.verification.cache import context_digest
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"

@@ -15,7 +15,8 @@ from helpers.disttree import TrustEnv, make_key, write_dist
 from triton_backend_runtime.cli.main import PROG, main
 from triton_backend_runtime.loading.registry import Registry
 from triton_backend_runtime.trust import revocation
-from triton_backend_runtime.trust.keys import PublicKey, TrustStore, keyid_of, load_trust_store, user_trust_dir
+from triton_backend_runtime.trust.keys import PublicKey, TrustStore, keyid_of, load_trust_store
+from triton_backend_runtime.trust.paths import user_trust_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 

@@ -17,7 +17,8 @@ from triton_backend_runtime.loading.registry import PluginEntry
 from triton_backend_runtime.site import discovery
 from triton_backend_runtime.site.installed import HashCache
 from triton_backend_runtime.triton import compilekey, plugins
-from triton_backend_runtime.trust.keys import load_trust_store, trust_sources
+from triton_backend_runtime.trust.keys import load_trust_store
+from triton_backend_runtime.trust.paths import trust_sources
 from triton_backend_runtime.verification import dynsym
 from triton_backend_runtime.verification.verdict import PluginClaim, Verdict
 

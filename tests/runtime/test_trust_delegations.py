@@ -20,17 +20,13 @@ from helpers.disttree import TrustEnv, entry, write_dist
 from helpers.manifests import sample
 from triton_backend_runtime.base.errors import TrustStoreError
 from triton_backend_runtime.trust import dsse
-from triton_backend_runtime.trust.keys import (
-    TrustStore,
-    admit_signers,
-    check_floor,
-    load_trust_store,
-    parse_name,
-    parse_scope,
-    trust_sources,
-    write_atomic,
-)
+from triton_backend_runtime.trust.delegation import admit_signers, check_floor
+from triton_backend_runtime.trust.editing import write_atomic
+from triton_backend_runtime.trust.keys import TrustStore, load_trust_store
+from triton_backend_runtime.trust.paths import trust_sources
+from triton_backend_runtime.trust.scopes import parse_scope
 from triton_backend_runtime.trust.statement import manifest_from_statement
+from triton_backend_runtime.trust.syntax import parse_name
 
 from backend_packager.manifest import signing
 

@@ -18,11 +18,11 @@ from .inputs import MAX_KEY_FILE, PROG, UnusableInput
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
-    from ..trust import keys as t
+    from ..trust import SCOPES_FILE, parse_scope, set_scope, system_trust_dir, user_trust_dir, write_atomic
 
     if args.action == "list":
         return _trust_list()
-    directory = t.user_trust_dir() if args.user else t.system_trust_dir()
+    directory = user_trust_dir() if args.user else system_trust_dir()
     if args.action == "min-version":
         return _trust_min_version(directory, args.dist, args.version)
     if args.action == "remove":
@@ -33,19 +33,19 @@ def cmd_trust(args: argparse.Namespace) -> int:
         return _trust_pin(directory, args.name, getattr(args, "dist", None))
     text, keys = _key_file(args.key)
     try:
-        scope = t.parse_scope(args.scope, "--scope") if args.scope is not None else None
+        scope = parse_scope(args.scope, "--scope") if args.scope is not None else None
     except TrustError as exc:
         raise UnusableInput("name", exc.path, exc.detail) from None
     os.makedirs(directory, exist_ok=True)
     # The scope goes in before the key: a failure in between leaves a scope, never a wider key.
     if scope is not None:
         for key in keys:
-            t.set_scope(directory, key.keyid, scope)
+            set_scope(directory, key.keyid, scope)
     target = os.path.join(directory, f"{keys[0].keyid[:16]}.pub")
-    t.write_atomic(target, text.encode("utf-8"))
+    write_atomic(target, text.encode("utf-8"))
     print(f"trusted {len(keys)} key(s) from {args.key}: {target}")
     if scope is not None:
-        where = os.path.join(directory, t.SCOPES_FILE)
+        where = os.path.join(directory, SCOPES_FILE)
         print(f"  scope: {scope.describe()}; may declare {scope.describe_grants()} ({where})")
     return 0
 
@@ -53,26 +53,26 @@ def cmd_trust(args: argparse.Namespace) -> int:
 def _trust_pin(directory: str, name: str, dist: str | None) -> int:
     """``trust pin NAME DIST`` (``dist`` given) or ``trust unpin NAME``, in ``directory``."""
     from ..base import TrustStoreError
-    from ..trust import keys as t
+    from ..trust import PINS_FILE, load_pins, parse_name, parse_pin_name, pin_text, remove_pin, set_pin
 
     try:
-        kind, value = t.parse_pin_name(name, "pin")
-        owner = t.parse_name(dist, "pin") if dist is not None else None
+        kind, value = parse_pin_name(name, "pin")
+        owner = parse_name(dist, "pin") if dist is not None else None
     except TrustError as exc:
         raise UnusableInput("name", exc.path, exc.detail) from None
-    spec, path = t.pin_text(kind, value), os.path.join(directory, t.PINS_FILE)
+    spec, path = pin_text(kind, value), os.path.join(directory, PINS_FILE)
     if owner is None:
-        removed = t.remove_pin(directory, kind, value)
+        removed = remove_pin(directory, kind, value)
         if not removed:
             raise TrustStoreError("not-pinned", path, f"{spec} is not pinned here")
         print(f"unpinned {spec} ({path})")
     else:
         os.makedirs(directory, exist_ok=True)
-        replaced = t.set_pin(directory, kind, value, owner)
+        replaced = set_pin(directory, kind, value, owner)
         print(f"pinned {spec} to {owner}: where it is contested, {owner} keeps it ({path})")
         if replaced:
             print(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
-    pins, _ = t.load_pins()
+    pins, _ = load_pins()
     now = pins.get((kind, value))
     if now is not None and now.dist != owner:
         print(f"  note: {spec} is pinned to {now.describe()} by {', '.join(now.sources)}")
@@ -82,21 +82,21 @@ def _trust_pin(directory: str, name: str, dist: str | None) -> int:
 def _trust_min_version(directory: str, dist: str, version: str) -> int:
     from packaging.version import InvalidVersion, Version
 
-    from ..trust import keys as t
+    from ..trust import FLOORS_FILE, MAX_VERSION_CHARS, parse_name, set_floor
 
     try:
-        name = t.parse_name(dist, "min-version")
-        if len(version) > t.MAX_VERSION_CHARS:  # before parsing: a 5000-digit release is past int()'s limit
+        name = parse_name(dist, "min-version")
+        if len(version) > MAX_VERSION_CHARS:  # before parsing: a 5000-digit release is past int()'s limit
             raise InvalidVersion(version)
         Version(version)
     except TrustError as exc:
         raise UnusableInput("name", exc.path, exc.detail) from None
     except (InvalidVersion, ValueError):  # ValueError: a release number too long for int()
         raise UnusableInput("version", "min-version", f"{version[:80]!r} is not a PEP 440 version of at most "
-                                                      f"{t.MAX_VERSION_CHARS} characters") from None
+                                                      f"{MAX_VERSION_CHARS} characters") from None
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, t.FLOORS_FILE)
-    replaced = t.set_floor(directory, name, version)
+    path = os.path.join(directory, FLOORS_FILE)
+    replaced = set_floor(directory, name, version)
     print(f"floor for {name}: releases below {version} are refused ({path})")
     if replaced:
         print(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
@@ -136,7 +136,7 @@ def _trust_list() -> int:
 def _key_file(path: str) -> tuple[str, list[Any]]:
     """The public keys of a file named on the command line; anything else is unusable input."""
     from ..base import RegularFileError, read_regular
-    from ..trust import keys as t
+    from ..trust import parse_key_file
 
     try:
         text = read_regular(path, MAX_KEY_FILE).decode("utf-8")
@@ -145,7 +145,7 @@ def _key_file(path: str) -> tuple[str, list[Any]]:
     except UnicodeDecodeError:
         raise UnusableInput("key", path, "cannot read key file: not UTF-8 text") from None
     try:
-        keys = t.parse_key_file(text, path)
+        keys = parse_key_file(text, path)
     except TrustError as exc:
         raise UnusableInput("key", exc.path, f"{exc.detail} (a public key line as written by backend-packager "
                                              "keygen)") from None
@@ -213,24 +213,24 @@ def _key_lines(path: str) -> list[tuple[str, str | None]]:
 def _drop_lines(path: str, lines: list[tuple[str, str | None]], keyids: set[str]) -> None:
     """Rewrite ``path`` without the key lines of ``keyids`` at once, or remove it when no key
     is left in it. Lines that are not keys are kept as they are."""
-    from ..trust import keys as t
+    from ..trust import write_atomic
 
     kept = [(line, keyid) for line, keyid in lines if keyid not in keyids]
     if len(kept) == len(lines):
         return
     if any(keyid is not None for _, keyid in kept):
-        t.write_atomic(path, ("\n".join(line for line, _ in kept) + "\n").encode("utf-8"))
+        write_atomic(path, ("\n".join(line for line, _ in kept) + "\n").encode("utf-8"))
     else:
         os.unlink(path)
 
 
 def _keyid_of_line(line: str, where: str) -> str | None:
-    from ..trust import keys as t
+    from ..trust import parse_key_line
 
     if not line.strip() or line.lstrip().startswith("#"):
         return None
     try:
-        return t.parse_key_line(line.strip(), where).keyid
+        return parse_key_line(line.strip(), where).keyid
     except TrustError:
         return None
 

@@ -11,62 +11,101 @@ in-toto statement a signature covers (``dsse``, ``statement``).
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import dsse, keys, paths, revocation, statement
-    from .keys import (
-        PublicKey,
-        TrustStore,
-        admit_signers,
-        check_floor,
-        keyid_of,
-        load_pins,
-        load_trust_store,
-        parse_key_file,
-        pin_text,
-        ungranted,
+    from . import delegation, dsse, editing, floors, keys, paths, pins, revocation, scopes, statement, syntax
+    from .delegation import admit_signers, check_floor, ungranted
+    from .editing import write_atomic
+    from .floors import MAX_VERSION_CHARS, set_floor
+    from .keys import PublicKey, TrustStore, keyid_of, load_trust_store, parse_key_file, parse_key_line
+    from .paths import (
+        FLOORS_FILE,
+        PINS_FILE,
+        REVOKED_FILE,
+        SCOPES_FILE,
+        system_trust_dir,
+        trust_sources,
+        user_trust_dir,
     )
-    from .paths import REVOKED_FILE, trust_sources
+    from .pins import load_pins, parse_pin_name, pin_text, remove_pin, set_pin
     from .revocation import revoking
+    from .scopes import parse_scope, set_scope
     from .statement import manifest_from_statement, statement_bytes
+    from .syntax import parse_name
 
 __all__ = [
+    "FLOORS_FILE",
+    "MAX_VERSION_CHARS",
+    "PINS_FILE",
     "PublicKey",
     "REVOKED_FILE",
+    "SCOPES_FILE",
     "TrustStore",
     "admit_signers",
     "check_floor",
+    "delegation",
     "dsse",
+    "editing",
+    "floors",
     "keyid_of",
     "keys",
     "load_pins",
     "load_trust_store",
     "manifest_from_statement",
     "parse_key_file",
+    "parse_key_line",
+    "parse_name",
+    "parse_pin_name",
+    "parse_scope",
     "paths",
     "pin_text",
+    "pins",
+    "remove_pin",
     "revocation",
     "revoking",
+    "scopes",
+    "set_floor",
+    "set_pin",
+    "set_scope",
     "statement",
     "statement_bytes",
+    "syntax",
+    "system_trust_dir",
     "trust_sources",
     "ungranted",
+    "user_trust_dir",
+    "write_atomic",
 ]
 
 _WHERE = {
+    "FLOORS_FILE": "paths",
+    "MAX_VERSION_CHARS": "floors",
+    "PINS_FILE": "paths",
     "PublicKey": "keys",
     "REVOKED_FILE": "paths",
+    "SCOPES_FILE": "paths",
     "TrustStore": "keys",
-    "admit_signers": "keys",
-    "check_floor": "keys",
+    "admit_signers": "delegation",
+    "check_floor": "delegation",
     "keyid_of": "keys",
-    "load_pins": "keys",
+    "load_pins": "pins",
     "load_trust_store": "keys",
     "manifest_from_statement": "statement",
     "parse_key_file": "keys",
-    "pin_text": "keys",
+    "parse_key_line": "keys",
+    "parse_name": "syntax",
+    "parse_pin_name": "pins",
+    "parse_scope": "scopes",
+    "pin_text": "pins",
+    "remove_pin": "pins",
     "revoking": "revocation",
+    "set_floor": "floors",
+    "set_pin": "pins",
+    "set_scope": "scopes",
     "statement_bytes": "statement",
+    "system_trust_dir": "paths",
     "trust_sources": "paths",
-    "ungranted": "keys",
+    "ungranted": "delegation",
+    "user_trust_dir": "paths",
+    "write_atomic": "editing",
 }
 
 
