@@ -59,16 +59,37 @@ def install() -> None:
     first = not importwatch.watching(CORE_MODULE)
     importwatch.before_exec(CORE_MODULE, _check_core)
     importwatch.replace_code(PATCHED_MODULE, _patched)
+    importwatch.watch_tops(_maybe_triton, _arm_renamed)
     if first and CORE_MODULE in sys.modules:
         from .loading.hookorder import calling_pth, imported_early
 
         imported_early(CORE_MODULE, calling_pth())
 
 
-def _check_core(spec: Any) -> None:
+def _check_core(spec: Any, package: str = CORE_MODULE) -> None:
     from .triton.core import check_core
 
-    check_core(spec)  # raises ImportError under strict
+    check_core(spec, package)  # raises ImportError under strict
+
+
+def _maybe_triton(name: str) -> bool:
+    """A top-level name that may be Triton released under another name (``tokenspeed_triton``,
+    ``vendor_triton``): only these are looked at, so other imports cost nothing."""
+    return "triton" in name.lower() and name != CORE_MODULE and not name.startswith("triton_backend_")
+
+
+def _arm_renamed(name: str, spec: Any) -> None:
+    """A package with Triton's core beside it (``<name>/_C/libtriton.so``) is a Triton, whatever
+    it is called: its core is checked before it runs and its ``backends`` patched, as ``triton``'s."""
+    origin = getattr(spec, "origin", None)
+    locations = getattr(spec, "submodule_search_locations", None)
+    if not isinstance(origin, str) or not locations:
+        return
+    if os.path.isfile(os.path.join(os.path.dirname(origin), "_C", "libtriton.so")):
+        from .triton import importwatch
+
+        importwatch.before_exec(name, lambda found: _check_core(found, name))
+        importwatch.replace_code(f"{name}.backends", _patched)
 
 
 def _patched(origin: str | None, verified: list[object] | None, get_source: Callable[[], str | None]) -> Any:

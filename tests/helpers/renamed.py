@@ -27,6 +27,52 @@ COMPILER = "from {base}.compiler import BaseBackend\n\n\nclass {cls}Backend(Base
 DRIVER = "from {base}.driver import DriverBase\n\n\nclass {cls}Driver(DriverBase):\n    pass\n"
 
 
+#: Triton's ``backends/__init__.py`` of the entry-points shape (3.4-3.6), reading GROUP.
+ENTRY_POINTS_BACKENDS = '''\
+import importlib
+import inspect
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Union
+
+from .compiler import BaseBackend
+from .driver import DriverBase
+
+
+def _find_concrete_subclasses(module, base):
+    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, base) and c is not base]
+    if len(found) != 1:
+        raise RuntimeError(f"{module.__name__}: {len(found)} subclasses of {base.__name__}")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Backend:
+    compiler: type
+    driver: type
+
+
+def _discover_backends():
+    # TRITON_BACKENDS_IN_TREE is not read here: entry points only
+    found = {}
+    for point in entry_points().select(group="GROUP"):
+        compiler = importlib.import_module(f"{point.value}.compiler")
+        driver = importlib.import_module(f"{point.value}.driver")
+        found[point.name] = Backend(_find_concrete_subclasses(compiler, BaseBackend),
+                                    _find_concrete_subclasses(driver, DriverBase))
+    return found
+
+
+backends: dict[str, Backend] = _discover_backends()
+'''
+
+
+def backends_init(group: str) -> str:
+    """A ``backends/__init__.py`` of Triton's entry-points shape reading ``group``, unpatched."""
+    return ENTRY_POINTS_BACKENDS.replace("GROUP", group)
+
+
 def backend(package: str, cls: str, base: str) -> dict[str, bytes]:
     """compiler.py and driver.py of one backend package, subclassing ``base``'s classes."""
     path = package.replace(".", "/")

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from helpers.cli import doctor_json, environment, runtime
 from helpers.projects import Keypair, keygen
-from helpers.renamed import backend, entry_points, migrate, renamed_core
+from helpers.renamed import backend, backends_init, entry_points, migrate, renamed_core
 from helpers.wheels import pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,46 +37,8 @@ from triton_backend_runtime.triton.patch import patch_source
 PACKAGE = "vendor_triton"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 
-#: The vendor's ``backends/__init__.py``: Triton 3.9's discovery shape, read from the group of
-#: its own package (the registry patch is applied to it below, as a patched release ships it).
-VENDOR_BACKENDS = '''\
-import importlib
-import inspect
-import os
-from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Union
-
-from .compiler import BaseBackend
-from .driver import DriverBase
-
-
-def _find_concrete_subclasses(module, base):
-    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, base) and c is not base]
-    if len(found) != 1:
-        raise RuntimeError(f"{module.__name__}: {len(found)} subclasses of {base.__name__}")
-    return found[0]
-
-
-@dataclass(frozen=True)
-class Backend:
-    compiler: type
-    driver: type
-
-
-def _discover_backends():
-    # TRITON_BACKENDS_IN_TREE is not read here: entry points only
-    found = {}
-    for point in entry_points().select(group="vendor_triton.backends"):
-        compiler = importlib.import_module(f"{point.value}.compiler")
-        driver = importlib.import_module(f"{point.value}.driver")
-        found[point.name] = Backend(_find_concrete_subclasses(compiler, BaseBackend),
-                                    _find_concrete_subclasses(driver, DriverBase))
-    return found
-
-
-backends: dict[str, Backend] = _discover_backends()
-'''
+#: The vendor's ``backends/__init__.py``: Triton's entry-points shape, reading its own package's group.
+VENDOR_BACKENDS = backends_init(f"{PACKAGE}.backends")
 
 
 @pytest.fixture(scope="module")

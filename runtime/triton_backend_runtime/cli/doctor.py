@@ -6,30 +6,67 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..base import BAD_STATES, STRICT, Reason, describe
+from ..loading import BackendRow, PluginRow, Report
 from ..loading import registry as reg
 from ..site import DEFAULT_PACKAGE
 from .grammar import EXIT_FAILED, EXIT_OK, JSON_FORMAT
 
 if TYPE_CHECKING:
-    from ..loading import BackendRow, CoreRow, PluginRow, Report
+    from ..loading import CoreRow
     from ..verification import PluginTerms
 from .inputs import PROG, package_arg
 
 
+@dataclass
+class ImportOutcome:
+    """What the doctor's own ``import <package>.backends`` did, in this process as in a user's."""
+
+    #: The core check ran before ``<package>/__init__.py`` (the ``.pth`` hook watches it).
+    core_checked: bool = False
+    #: Why strict refused the import (the core, a plugin path, a discovery it cannot wrap).
+    refused: Reason | None = None
+    #: A Triton without ``<package>.backends`` (2.x): no backend registry to wrap.
+    no_registry: bool = False
+
+
+_OUTCOME = ImportOutcome()
+
+
+#: Why a plugin bundled with the Triton core is refused when that core's own libtriton cannot
+#: serve it: it can never load, and never does (a note, not a failure).
+NEVER_SERVED = ("verify.symbols",)
+
+
 def _exercise(rehash: bool, package: str = DEFAULT_PACKAGE) -> reg.Registry:
     """Import Triton the way a user does (``<package>.backends``, ``triton.backends`` unless a
-    vendor release renamed it), so the registry sees what Triton loads."""
+    vendor release renamed it), so the registry sees what Triton loads; what the import did is
+    kept in :data:`_OUTCOME`."""
     import importlib
+
+    from ..triton import importwatch
 
     registry = reg.get()
     registry.verify(rehash=rehash, package=package)
+    _OUTCOME.core_checked = importwatch.watching(package)
     try:
         tb = importlib.import_module(f"{package}.backends")  # through the hook or the patch, when installed
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.backends" or package not in sys.modules:
+            registry.problems.append(Reason("load.triton", package, describe(exc)))
+        else:
+            _OUTCOME.no_registry = True  # the core imported; it has no backends to discover
+        return registry
     except Exception as exc:
-        registry.problems.append(Reason("load.triton", package, describe(exc)))
+        refused = getattr(exc, "reason", None)
+        if isinstance(exc, ImportError) and isinstance(refused, Reason) and registry.policy == STRICT:
+            _OUTCOME.refused = refused
+        else:
+            registry.problems.append(Reason("load.triton", package, describe(exc)))
         return registry
     if not registry.used_by_triton and registry.policy != "off":
         # Triton loaded its backends itself (no hook): show what the registry would admit.
@@ -52,12 +89,26 @@ def _triton_load(tb: Any, package: str) -> Any:
 
 def _healthy(doc: Report) -> bool:
     rows: list[BackendRow | PluginRow] = [*doc.backends, *doc.plugins]
-    return not doc.problems and all(r.state not in BAD_STATES for r in rows) and not _unenforced(doc)
+    return (not doc.problems and _OUTCOME.refused is None and not (_OUTCOME.no_registry and doc.core)
+            and all(r.state not in BAD_STATES or _never_loads(r, doc) for r in rows) and not _unenforced(doc))
 
 
 def _unenforced(doc: Report) -> bool:
-    """strict was asked for, but import triton does not go through the registry."""
-    return bool(doc.policy == STRICT and not doc.used_by_triton)
+    """strict was asked for, but ``import triton`` goes through neither the registry nor the
+    core check. A refusal is enforcement; so is a verified core of a Triton with no backend
+    registry (2.x), checked by the hook."""
+    if doc.policy != STRICT or doc.used_by_triton or _OUTCOME.refused is not None:
+        return False
+    return not (_OUTCOME.no_registry and _OUTCOME.core_checked)
+
+
+def _never_loads(row: BackendRow | PluginRow, doc: Report) -> bool:
+    """A plugin bundled with the Triton core that this core's own libtriton cannot serve: it
+    is never handed over (the core's plugins stay Triton's) and nothing the user can change
+    makes it load. A note, not a failure."""
+    core = doc.triton_core
+    return (isinstance(row, PluginRow) is True and core is not None and row.dist_info == core.dist_info
+            and row.reason is not None and row.reason.code in NEVER_SERVED)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -82,8 +133,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print("Triton backend doctor")
     print(f"  {doc.package + ':':<12} {_core_line(doc.triton_core, doc.package)}")
     print(f"  policy:      {doc.policy} (TRITON_BACKEND_POLICY = strict | warn | off)")
-    used = "yes" if doc.used_by_triton else "no (Triton discovered its backends itself)"
-    print(f"  registry:    used by import {doc.package}: {used}; .pth hook {hook}")
+    print(f"  registry:    used by import {doc.package}: {_used(doc)}; .pth hook {hook}")
+    if _OUTCOME.refused is not None:
+        why = _OUTCOME.refused
+        print(f"  import:      strict refused import {doc.package}: {why.code} {why.path}")
+        print(f"               {why.message}")
     for line in hook_lines(pth_path()):
         print(f"               hook: {line}")
     print(f"  trust files: {', '.join(doc.trust_sources) or 'none (no key is trusted)'}")
@@ -111,6 +165,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"  {plugin.path} ({plugin.api}) {plugin.distribution} {plugin.version}  [{plugin.trust}, "
               f"{plugin.state}{how}]")
         _details(plugin)
+        if _never_loads(plugin, doc):
+            print(f"      note: bundled with {doc.package}, whose own libtriton.so cannot serve it: it is never "
+                  "loaded, and nothing needs doing")
         for line in _contract_lines(plugin.contract):
             print(f"      {line}")
     if doc.problems:
@@ -125,6 +182,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     healthy = _healthy(doc)
     print(f"\n{'OK' if healthy else 'ATTENTION: see the reasons above'}")
     return 0 if healthy else 1
+
+
+def _used(doc: Report) -> str:
+    if doc.used_by_triton:
+        return "yes"
+    if _OUTCOME.refused is not None:
+        return "no: strict refused the import (enforced; see import below)"
+    if _OUTCOME.no_registry:
+        checked = "verified by the .pth hook" if _OUTCOME.core_checked else "not checked (no .pth hook)"
+        return f"no backend registry in this Triton (before 3.0): the core is {checked}"
+    return "no (Triton discovered its backends itself)"
+
+
+def _import_row() -> dict[str, Any]:
+    refused = _OUTCOME.refused
+    return {"core_checked": _OUTCOME.core_checked, "refused": asdict(refused) if refused else None,
+            "no_registry": _OUTCOME.no_registry}
 
 
 def _contract_lines(terms: PluginTerms | None) -> list[str]:
@@ -209,7 +283,7 @@ def doctor_entry(args: argparse.Namespace) -> int:
     from ..loading import position
 
     healthy = _healthy(doc)
-    out = {"format": JSON_FORMAT, "healthy": healthy, "enforced": not _unenforced(doc),
+    out = {"format": JSON_FORMAT, "healthy": healthy, "enforced": not _unenforced(doc), "import": _import_row(),
            "hook": position(pth_path(), OLD_PTH_NAMES), **doc.to_dict()}
     print(json.dumps(out, indent=1, sort_keys=True))
     return EXIT_OK if healthy else EXIT_FAILED

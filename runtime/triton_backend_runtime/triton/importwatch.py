@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     #: ``reader(origin, verified)``: the code compiled from the verified source, or None.
     Reader = Callable[[str, "list[object]"], Any]
 
-__all__ = ["after_import", "before_exec", "guard", "replace_code", "watching"]
+__all__ = ["after_import", "before_exec", "guard", "replace_code", "watch_tops", "watching"]
 
 _before: dict[str, Callable[[Any], None]] = {}
 _replace: dict[str, Provider] = {}
@@ -39,6 +39,8 @@ _after: dict[str, list[Callable[[Any], None]]] = {}
 _sources: dict[str, list[object]] = {}
 _guarded: set[str] = set()
 _reader: list[Reader] = []
+#: Top-level names worth a look (a cheap test of the name), and what to do with their spec.
+_tops: list[tuple[Callable[[str], bool], Callable[[str, Any], None]]] = []
 
 
 def before_exec(name: str, check: Callable[[Any], None]) -> None:
@@ -69,6 +71,14 @@ def guard(sources: dict[str, list[object]], tops: set[str], reader: Reader) -> N
     _reader[:] = [reader]
 
 
+def watch_tops(select: Callable[[str], bool], arm: Callable[[str, Any], None]) -> None:
+    """For each top-level module whose name ``select`` accepts, call ``arm(name, spec)`` when it
+    is found, before it runs: ``arm`` may watch it (:func:`before_exec`...). Only names that
+    pass ``select`` cost a lookup; the others are not looked at."""
+    _tops[:] = [(select, arm)]
+    _ensure_finder()
+
+
 def watching(name: str) -> bool:
     """Whether a check runs before ``name`` is executed."""
     return name in _before
@@ -78,13 +88,23 @@ class _Finder:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if (fullname not in _after and fullname not in _before and fullname not in _replace
                 and fullname.partition(".")[0] not in _guarded):
-            return None
+            if "." in fullname or not _tops or not _tops[0][0](fullname):
+                return None
+            spec = self._find(fullname, path, target)
+            if spec is not None:
+                _tops[0][1](fullname, spec)
+                if fullname in _before and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader, fullname)
+            return spec
+        return self._find(fullname, path, target, wrap=True)
+
+    def _find(self, fullname: str, path: Any, target: Any, wrap: bool = False) -> Any:
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                if wrap and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                     spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
                 return spec
         return None

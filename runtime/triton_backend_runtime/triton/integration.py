@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..base import BAD_STATES, LOADED, OFF, PENDING, STRICT, PolicyError, reason_of
+from ..base import BAD_STATES, LOADED, OFF, PENDING, STRICT, PolicyError, Reason, reason_of
 from ..loading import Entry, Plan, PluginEntry, Registry, emit, get
 from . import importwatch
 from .bytecode import SourceChanged, code_for, verified_source
@@ -84,8 +84,9 @@ def patched_backends(origin: str | None, verified: list[object] | None, get_sour
 class RegistryUnavailable(ImportError):
     """``import triton`` refused under strict: the registry cannot wrap this Triton's discovery."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, origin: str | None = None) -> None:
         super().__init__(f"triton-backend-runtime: {why} (policy.unenforced)")
+        self.reason = Reason("policy.unenforced", origin or "triton.backends", why)
 
 
 def refuse_unwrappable(origin: str | None, why: str) -> None:
@@ -93,7 +94,7 @@ def refuse_unwrappable(origin: str | None, why: str) -> None:
     for ``doctor``: Triton then discovers its backends itself."""
     registry = get()
     if registry.policy == STRICT:
-        raise RegistryUnavailable(why)
+        raise RegistryUnavailable(why, origin)
     if registry.policy != OFF:
         registry.problems.append(reason_of(PolicyError("unenforced", origin or "triton.backends", why)))
         emit(f"triton-backend-runtime: {why}")
@@ -107,11 +108,12 @@ def act(plan: Plan, registry: Registry) -> None:
         return
     plan.acted = True
     guard_sources(registry)
-    hand_over(plan.plugins, plan.triton_version, plan.core)
+    package = registry.discovery.package if registry.discovery else "triton"
+    hand_over(plan.plugins, plan.triton_version, plan.core, package)
     _fold_cache_key(registry)
     if any(p.state == PENDING for p in registry.plugins):
         # after the hand-over: a plugin that then fails leaves the key
-        when_loaded("cache-key", lambda _module: _fold_cache_key(registry))
+        when_loaded("cache-key", lambda _module: _fold_cache_key(registry), package)
     watch_driver(registry)
     guard(registry)  # a plugin package's own extend_with call is checked too
 

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from ..loading import Registry
 
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
-LIBTRITON = "triton._C.libtriton"
 
 
 class PluginRefused(RuntimeError):
@@ -81,7 +80,8 @@ def guard(registry: Registry) -> None:
     """Wrap ``libtriton``'s loaders now, or the moment it is imported."""
     from .libtriton import when_loaded
 
-    when_loaded("guard", lambda module: wrap_loaders(module, registry))
+    package = registry.discovery.package if registry.discovery else "triton"
+    when_loaded("guard", lambda module: wrap_loaders(module, registry), package)
 
 
 #: The wrappers installed in libtriton, which holds them only weakly (see :func:`wrap_loaders`).

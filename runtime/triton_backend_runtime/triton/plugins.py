@@ -44,15 +44,20 @@ if TYPE_CHECKING:
     from ..site import Distribution
 
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
+#: Triton's extension module, for the default package (a renamed Triton has its own).
 LIBTRITON = "triton._C.libtriton"
 #: The first Triton release whose libtriton has the ``extend_with`` functions.
 EXTEND_WITH_SINCE = (3, 9)
 EXTEND_WITH, PENDING = "extend_with", "extend_with, when libtriton is imported"
 
 
-def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Distribution | None = None) -> None:
-    """Give each admitted plugin to Triton the best way the installed Triton offers; those of
-    ``core`` (the distribution ``import triton`` imports, whatever its name) stay Triton's."""
+def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Distribution | None = None,
+              package: str = "triton") -> None:
+    """Give each admitted plugin to the Triton imported as ``package``, the best way it offers;
+    those of ``core`` (the distribution ``import <package>`` imports, whatever its name) stay
+    Triton's."""
+    from .libtriton import module_name, when_loaded
+
     waiting: list[PluginEntry] = []
     for plugin in plugins:
         if core is not None and plugin.dist.dist_info == core.dist_info:
@@ -61,20 +66,19 @@ def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Dist
         if plugin.terms is not None and plugin.terms.phase == "explicit":
             plugin.handed_over = "not loaded here: phase explicit (the vendor's code registers it)"
             continue
-        libtriton = sys.modules.get(LIBTRITON)
+        libtriton = sys.modules.get(module_name(package))
         if libtriton is None and has_extend_with(triton_version):
             plugin.state, plugin.handed_over = PENDING_STATE, PENDING
             waiting.append(plugin)
             continue
         _give(plugin, libtriton)
     if waiting:
-        from .libtriton import when_loaded
 
         def give_all(module: Any) -> None:
             for plugin in waiting:
                 _give(plugin, module)
 
-        when_loaded("hand-over", give_all)
+        when_loaded("hand-over", give_all, package)
 
 
 def has_extend_with(version: str | None) -> bool:
