@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend_packager.commands import mirror
+from backend_packager.commands import mirror, mirrorsources
 from backend_packager.formats import simpleindex
 
 WHEEL = "demo-1.0-py3-none-any.whl"
@@ -44,7 +44,7 @@ def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
     root = Path("/srv/src")
     page = root / "simple" / "demo" / "index.html"
     try:
-        name, path = mirror._link_target(page, "simple/demo", href, root)
+        name, path = mirrorsources._link_target(page, "simple/demo", href, root)
     except mirror.MirrorError as exc:
         assert exc.code.startswith("mirror.")
         return

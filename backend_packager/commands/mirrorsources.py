@@ -1,0 +1,195 @@
+"""The input wheels of a mirror run: every ``*.whl`` of a directory, or every wheel a PEP 503
+simple index on disk links to (hrefs resolved as URLs, confined to the source tree), one
+source per file name; an input or link that cannot be used is that input's failure."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from triton_backend_runtime.base import canonicalize_name
+
+from ..base import InputError, TrustError
+from ..formats import simpleindex
+from .confined import open_confined, read_confined, symlink_error
+from .mirrorrecords import INDEX_DIR, MirrorError, Result, Source, failure
+from .mirrorstate import plain_wheel_name
+
+#: Bounds on what is read back of a source index page.
+MAX_PAGE_BYTES = 16 << 20
+#: A link longer than this is no link to a wheel of the tree (PATH_MAX is 4096).
+MAX_HREF = 4096
+
+
+def discover(roots: list[Path], outdir: Path) -> tuple[list[Source], list[Result], list[str]]:
+    """The input wheels of every root, the inputs and links that cannot be used (as
+    failures), and warnings. A root that is not a directory, or is ``outdir`` or inside it,
+    is refused."""
+    sources: list[Source] = []
+    failures: list[Result] = []
+    warnings: list[str] = []
+    out = outdir.resolve()
+    for root in roots:
+        if not root.is_dir():
+            raise InputError("missing", str(root), "not a directory of wheels or a simple index")
+        real = root.resolve()
+        if real == out or out in real.parents:
+            raise InputError("output", str(root), "the source is the output directory or inside it")
+        index = _index_dir(root)
+        if index is None:
+            found, bad = _wheel_dir(root)
+        else:
+            found, bad, skipped = _simple_tree(index, root)
+            if skipped:
+                warnings.append(f"{index}: {skipped} non-wheel files ignored")
+        sources += found
+        failures += bad
+    return sources, failures, warnings
+
+
+def _index_dir(root: Path) -> Path | None:
+    """``root/simple`` or ``root`` itself when it holds project pages and no wheel."""
+    if (root / INDEX_DIR / "index.html").is_file() or (root / INDEX_DIR).is_dir():
+        return root / INDEX_DIR
+    if not any(root.glob("*.whl")) and any(root.glob("*/index.html")):
+        return root
+    return None
+
+
+def _wheel_dir(root: Path) -> tuple[list[Source], list[Result]]:
+    """Every ``*.whl`` entry of ``root``: a regular file is a source; a symlink (to a private
+    key, say) or anything else is that entry's failure, never followed, never served."""
+    sources: list[Source] = []
+    failures: list[Result] = []
+    confine = root.resolve()
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.name.endswith(".whl"):
+            continue
+        path = root / entry.name
+        if entry.is_symlink():
+            failures.append(failure(entry.name, str(path), symlink_error(str(path))))
+        elif not entry.is_file(follow_symlinks=False):
+            failures.append(failure(entry.name, str(path), InputError(
+                "not-a-file", str(path), "not a regular file (a directory, FIFO or device): not mirrored")))
+        else:
+            _add_source(path, entry.name, None, confine, sources, failures)
+    return sources, failures
+
+
+def _add_source(path: Path, filename: str, sha256: str | None, root: Path, sources: list[Source],
+                failures: list[Result]) -> None:
+    """A wheel whose file name says its project (PEP 427), a plain name of a file in OUTDIR;
+    any other name is this file's failure."""
+    where = str(path)
+    if not plain_wheel_name(filename):
+        failures.append(failure(filename[:255], where, MirrorError("filename", where, "not a plain wheel file "
+                                                                    "name (a slash, a NUL, a leading dot)")))
+        return
+    try:
+        name = parse_wheel_filename(filename)[0]
+    except InvalidWheelFilename as exc:
+        failures.append(failure(filename, where, MirrorError("filename", where, str(exc))))
+        return
+    sources.append(Source(path, filename, canonicalize_name(name), sha256, root))
+
+
+def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], int]:
+    """Every wheel the project pages under ``index`` link to. A link is resolved as a URL is
+    (relative to the page's own URL, ``..`` lexically), must stay inside ``root`` and name a
+    regular file there, reached without a symlink as its last part. Any link that cannot be
+    used (a remote URL, a NUL byte, bad percent-encoding, an overlong href, a symlink) is
+    that link's failure; the others are mirrored (an index is data: it names no path of its own)."""
+    confine = root.resolve()
+    sources: list[Source] = []
+    failures: list[Result] = []
+    skipped = 0
+    for page in sorted(index.glob("*/index.html")):
+        try:
+            found = simpleindex.links(read_confined(page, confine, MAX_PAGE_BYTES).decode("utf-8", "replace"))
+        except (TrustError, simpleindex.PageError) as exc:
+            error = exc if isinstance(exc, TrustError) else MirrorError("page", str(page), str(exc))
+            failures.append(failure(f"{page.parent.name}/{page.name}", str(page), error))
+            continue
+        base = os.path.relpath(page.parent, root)
+        for link in found:
+            try:
+                name, path = _link_target(page, base, link.href, root)
+            except MirrorError as exc:
+                failures.append(failure(_link_name(link.href), f"{page}: {link.href[:200]}", exc))
+                continue
+            if name is None:
+                skipped += 1
+                continue
+            before = len(failures)
+            _add_source(path, name, link.sha256, confine, sources, failures)
+            if len(failures) == before:
+                try:
+                    os.close(open_confined(path, confine)[0])
+                except TrustError as exc:
+                    sources.pop()
+                    failures.append(failure(name, f"{page}: {link.href[:200]}", exc))
+    return sources, failures, skipped
+
+
+def _link_name(href: str) -> str:
+    """The file name a link ends with, printable and bounded, for its failure's report."""
+    name = href.split("#", 1)[0].rsplit("/", 1)[-1]
+    return "".join(c if c.isprintable() else "?" for c in name)[:200] or "?"
+
+
+def _link_target(page: Path, base: str, href: str, root: Path) -> tuple[str | None, Path]:
+    """(file name, path inside ``root``) of a relative link; (None, ...) for a link to no wheel."""
+    where = f"{page}: {href[:200]}"
+    if len(href) > MAX_HREF:
+        raise MirrorError("source", where, f"a link of {len(href)} characters (more than {MAX_HREF})")
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc:
+        raise MirrorError("source", where, "a remote URL: only files on disk are mirrored")
+    try:
+        rel = unquote(parts.path, errors="strict")
+    except UnicodeDecodeError:
+        raise MirrorError("source", where, "bad percent-encoding (not UTF-8)") from None
+    name = rel.rsplit("/", 1)[-1]
+    if not name.endswith(".whl"):
+        return None, root
+    if any(not c.isprintable() for c in rel) or "\\" in rel:
+        raise MirrorError("source", where, "a NUL, control character or backslash in the link")
+    joined = posixpath.normpath(posixpath.join(base, rel))
+    if rel.startswith("/") or joined == ".." or joined.startswith("../"):
+        raise MirrorError("source", where, f"the link leaves the source tree {root}")
+    return name, root / joined
+
+
+def unique(sources: list[Source]) -> tuple[list[Source], list[Result]]:
+    """One source per file name: the first file wins and another file of that name fails.
+    Links to one file (one inode) are one source; the sha256 they name must agree, whatever their order."""
+    seen: dict[str, Source] = {}
+    failures: dict[str, Result] = {}
+    for source in sources:
+        first = seen.setdefault(source.filename, source)
+        if first is source:
+            continue
+        if not _hard_links(first.path, source.path):
+            error = MirrorError("duplicate", str(source.path), f"another source already provides {source.filename} "
+                                f"({first.path}); this one is ignored")
+            failures[f"{source.path}"] = failure(source.filename, str(source.path), error)
+        elif first.expected_sha256 and source.expected_sha256 and first.expected_sha256 != source.expected_sha256:
+            error = MirrorError("source-hash", str(source.path), "the index pages name different sha256 for this file")
+            failures[source.filename] = failure(source.filename, str(source.path), error)
+        elif source.expected_sha256:
+            seen[source.filename] = source
+    kept = [s for name, s in seen.items() if name not in failures]
+    return kept, list(failures.values())
+
+
+def _hard_links(a: Path, b: Path) -> bool:
+    """One file under two names (a mirror's pages link the hard links beside them, an old
+    page the outputs above): same device and inode of the names themselves (``lstat``: a
+    symlink is not the file it names, unlike the runtime's ``verdictcache.same_file``)."""
+    try:
+        return os.path.samestat(os.lstat(a), os.lstat(b))
+    except OSError:
+        return a.resolve() == b.resolve()

@@ -1,0 +1,259 @@
+"""The work on each input wheel of a mirror run: reused when its last result still holds,
+else migrated into staging or copied through, in a thread pool (largest wheels first)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_backend_runtime.base import describe
+
+from .. import __version__
+from ..base import TrustError, atomic_output, sha256_pread
+from .confined import is_regular, open_confined
+from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
+from .mirrorstate import State
+
+if TYPE_CHECKING:
+    from ..manifest import Policy, SigningKey
+
+CHUNK = 1 << 20
+
+
+@dataclass
+class Context:
+    """What the work on every wheel shares: the run's settings and last state, and the outputs it staged."""
+
+    outdir: Path
+    staging: Path
+    key: SigningKey
+    tool: str
+    pass_through: bool
+    hooks: Hooks
+    previous: State | None
+    capture: Policy = "off"
+    #: Outputs written into staging by this run: linked into the new index from there, then
+    #: renamed into OUTDIR once that index is served.
+    staged: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+#: A step that completes one wheel's result (run later for a wheel whose hashes run behind).
+Finish = Callable[[], Result]
+#: Starts hashing an open file: at once (in the pool) or on the background hasher (large wheels).
+Hasher = Callable[[int], "Future[str]"]
+
+
+def work(sources: list[Source], ctx: Context, jobs: int) -> list[Result]:
+    """Reuse what still holds; work on the rest. A wheel larger than all the others left
+    together is migrated first, alone, with every thread (its members in parallel); its input
+    and output are hashed by a background thread meanwhile and while the rest share the pool,
+    one thread each, largest first (their work holds the GIL, hashing does not)."""
+    sizes = {s.filename: _size(s.path) for s in sources}
+    order = sorted(sources, key=lambda s: -sizes[s.filename])
+    results: dict[str, Result] = {}
+    remaining = sum(sizes.values())
+    with ThreadPoolExecutor(max_workers=1) as background:
+        later: list[tuple[Source, Finish]] = []
+        while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
+            first = order.pop(0)
+            remaining -= sizes[first.filename]
+            later.append((first, _one(first, ctx, jobs, lambda fd: background.submit(sha256_pread, fd))))
+        if jobs <= 1 or len(order) <= 1:
+            results.update({s.filename: _one(s, ctx, jobs, _hash_now)() for s in order})
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                done = pool.map(lambda s: _one(s, ctx, 1, _hash_now)(), order)
+                results.update({s.filename: r for s, r in zip(order, done, strict=True)})
+        results.update({s.filename: finish() for s, finish in later})
+    return [results[s.filename] for s in sources]
+
+
+def _hash_now(fd: int) -> Future[str]:
+    future: Future[str] = Future()
+    try:
+        future.set_result(sha256_pread(fd))
+    except OSError as exc:
+        future.set_exception(exc)
+    return future
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def _one(source: Source, ctx: Context, jobs: int, hasher: Hasher) -> Finish:
+    """Start one input wheel; the step returned completes it. Every error, in either part,
+    becomes this wheel's failure; the descriptors it opened are closed when it completes."""
+    started = time.perf_counter()
+    opened: list[int] = []
+    try:
+        finish = _process(source, ctx, jobs, hasher, opened)
+    except Exception as exc:  # noqa: BLE001  (one wheel's problem must not stop the others)
+        failure = _failure_of(source, exc)
+        finish = lambda: failure  # noqa: E731
+
+    def end() -> Result:
+        try:
+            result = finish()
+        except Exception as exc:  # noqa: BLE001
+            result = _failure_of(source, exc)
+        finally:
+            for fd in opened:
+                os.close(fd)
+        result.seconds = time.perf_counter() - started
+        if ctx.hooks.done:
+            ctx.hooks.done(source.path, result)
+        return result
+
+    return end
+
+
+def _failure_of(source: Source, exc: Exception) -> Result:
+    if isinstance(exc, TrustError):
+        error = exc
+    elif isinstance(exc, OSError):
+        error = MirrorError("io", str(source.path), exc.strerror or str(exc))
+    else:  # a bug of ours, still this wheel's alone
+        error = MirrorError("internal", str(source.path), describe(exc))
+    return failure(source.filename, str(source.path), error)
+
+
+def _process(source: Source, ctx: Context, jobs: int, hasher: Hasher, opened: list[int]) -> Finish:
+    """The input is opened once, confined to its source tree, as a regular file and not
+    through a symlink; every later read (hash, migration, copy) is of that descriptor."""
+    fd, info = open_confined(source.path, source.root or source.path.parent.resolve())
+    opened.append(fd)
+    fingerprint = _identity(info)
+    old = ctx.previous.entries.get(source.filename) if ctx.previous else None
+    if old is not None and old.stat == fingerprint and _reusable(old, source, ctx, old.sha256):
+        return _ready(_unchanged(old, source))
+    if old is None:
+        return _migrate(source, fd, ctx, jobs, fingerprint, hasher(fd), hasher, opened)
+    # a file seen before whose stat changed: the same bytes are still unchanged, so hash first
+    sha256 = _checked(source, sha256_pread(fd))
+    if _reusable(old, source, ctx, sha256):
+        old.stat, old.source = fingerprint, str(source.path)
+        return _ready(_unchanged(old, source))
+    return _migrate(source, fd, ctx, jobs, fingerprint, _known(sha256), hasher, opened)
+
+
+def _ready(result: Result) -> Finish:
+    return lambda: result
+
+
+def _known(sha256: str) -> Future[str]:
+    future: Future[str] = Future()
+    future.set_result(sha256)
+    return future
+
+
+def _checked(source: Source, sha256: str) -> str:
+    """The input's sha256, when it is the one its index page names (if any)."""
+    if source.expected_sha256 and sha256 != source.expected_sha256:
+        raise MirrorError("source-hash", str(source.path),
+                          f"sha256 {sha256} is not the {source.expected_sha256} its index page names")
+    return sha256
+
+
+def _reusable(old: Entry, source: Source, ctx: Context, sha256: str) -> bool:
+    """The last result still holds: same bytes, same tool, same key for a signed output,
+    the same choice to serve a failure, and the output still the file written (device,
+    inode, size, mtime and ctime: a file rewritten in place and its mtime set back has a
+    new ctime, which no unprivileged process can set back)."""
+    assert ctx.previous is not None
+    if old.sha256 != sha256 or ctx.previous.tool != ctx.tool:
+        return False
+    if source.expected_sha256 and source.expected_sha256 != old.sha256:
+        return False
+    if old.kind == MIGRATED and old.keyid != ctx.key.public.keyid:
+        return False
+    if old.kind == FAILED and old.served != ctx.pass_through:
+        return False
+    return not old.served or output_stat(ctx.outdir / old.filename) == old.output_stat
+
+
+def _unchanged(old: Entry, source: Source) -> Result:
+    status = FAILED if old.kind == FAILED else UNCHANGED
+    return Result(old.filename, str(source.path), status, old.served, old, old.error)
+
+
+def _identity(info: os.stat_result) -> list[int]:
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def output_stat(path: Path) -> list[int]:
+    """A served output's identity; [] when it is missing or no regular file."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return []
+    return _identity(info) if is_regular(info.st_mode) else []
+
+
+def tool(capture: Policy) -> str:
+    """What made the outputs: the packager's version, and how plugins were asked (a manifest
+    records ``not-run`` or what the plugin reported, so another choice is another output)."""
+    return __version__ if capture == "off" else f"{__version__}; capture-plugins={capture}"
+
+
+def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
+             hasher: Hasher, opened: list[int]) -> Finish:
+    """Migrate into staging; keep the output when the wheel has a backend or a plugin, else
+    copy the input through; a failure is served as it is only with ``pass_through``. Nothing
+    is staged for the index before the input's sha256 is known and checked."""
+    from .migrate import Options, migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
+
+    staged = ctx.staging / source.filename
+    outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
+                            options=Options(source_fd=fd, capture=ctx.capture))
+    kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
+    output_hash = None
+    if kind == MIGRATED:
+        out_fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened.append(out_fd)
+        output_hash = hasher(out_fd)
+
+    def finish() -> Result:
+        sha256 = _checked(source, input_hash.result())
+        entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, kind,
+                      kind != FAILED or ctx.pass_through, None, [], ctx.key.public.keyid, [], [])
+        if kind == MIGRATED:
+            entry.backends, entry.plugins = outcome.backends, outcome.plugins
+            entry.output_sha256 = output_hash.result() if output_hash else None
+        elif entry.served:
+            _copy_through(source, fd, staged, entry)
+        entry.error = outcome.error.as_dict() if outcome.error else None
+        if entry.served:
+            with ctx.lock:
+                ctx.staged.append(entry.filename)
+        return Result(source.filename, str(source.path), kind, entry.served, entry, entry.error,
+                      warnings=outcome.warnings)
+
+    return finish
+
+
+def _copy_through(source: Source, fd: int, target: Path, entry: Entry) -> None:
+    """The input byte for byte, from its open descriptor (a regular file of the source tree,
+    never what a symlink names); its sha256 taken from the bytes copied, which must be the
+    bytes hashed before (an input changing under the run is this wheel's failure)."""
+    digest = hashlib.sha256()
+    offset = 0
+    with atomic_output(target) as out:
+        while chunk := os.pread(fd, CHUNK, offset):
+            digest.update(chunk)
+            out.write(chunk)
+            offset += len(chunk)
+        if digest.hexdigest() != entry.sha256:
+            raise MirrorError("source-changed", str(source.path), "the file changed while it was mirrored")
+    entry.output_sha256 = entry.sha256
