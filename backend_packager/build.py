@@ -284,7 +284,7 @@ _CAPTURE: dict[str, Any] = {"auto": "sandbox-or-unsafe", "sandbox": "sandbox", "
 def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, wheel: Path | None) -> list[Any]:
     """The wheel's plugins, each with its declared contract and (from ``wheel``) captured info."""
     from .manifest import contents as assemble
-    from .manifest import plugininfo
+    from .manifest import plugincontract, plugininfo
 
     plugins = assemble.find_plugins(contents.artifacts)
     found = {p.path for p in plugins}
@@ -299,7 +299,7 @@ def plugins_with_contracts(contents: WheelContents, cfg: config_mod.Config, whee
         for warning in plugininfo.warnings(plugins, str(wheel)):
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
     for plugin in plugins:
-        for warning in plugininfo.check_contract(plugin, "pyproject.toml"):
+        for warning in plugincontract.check_contract(plugin, "pyproject.toml"):
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
     return plugins
 

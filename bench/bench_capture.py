@@ -31,7 +31,7 @@ from _wheels import best, fetch_wheel  # noqa: E402
 from triton_backend_runtime.manifest import model as m  # noqa: E402
 
 from backend_packager.manifest import contents as assemble
-from backend_packager.manifest import plugininfo
+from backend_packager.manifest import pluginanswer, plugincall, plugininfo
 from backend_packager.scanning import sandbox  # noqa: E402
 from backend_packager.scanning.artifacts import artifact_from_file  # noqa: E402
 
@@ -64,7 +64,7 @@ def call_alone(wheel: Path, artifacts: list[m.Artifact], root: Path) -> tuple[fl
     plugin = next(a for a in artifacts if a.elf is not None and a.elf.plugin is not None)
     plugininfo.WheelMembers(wheel).place(members[LIBTRITON], lib, "libtriton.so")
     source = plugininfo.WheelMembers(wheel).place(plugin, root / "source", Path(plugin.path).name)
-    limits = plugininfo.Limits()
+    limits = pluginanswer.Limits()
     runs = iter(range(1 << 30))
 
     def fresh() -> Path:
@@ -75,11 +75,11 @@ def call_alone(wheel: Path, artifacts: list[m.Artifact], root: Path) -> tuple[fl
 
     def plain() -> None:
         target = fresh()
-        assert plugininfo._call(target, [lib], target.parent, limits).captured
+        assert plugincall.call_unsandboxed(target, [lib], target.parent, limits).captured
 
     def boxed() -> None:
         target = fresh()
-        assert plugininfo._call_sandboxed(target, [lib], target.parent, limits, ()).captured
+        assert plugincall.call_sandboxed(target, [lib], target.parent, limits, ()).captured
 
     return min(best(plain, RUNS) for _ in range(3)), min(best(boxed, RUNS) for _ in range(3))
 

@@ -8,10 +8,11 @@ keys and DSSE, ``config`` the vendor's ``[tool.backend-packager]`` table.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import config, contents, plugininfo, signing
+    from . import config, contents, pluginanswer, plugincall, plugincontract, plugininfo, signing
     from .config import SIGNING_KEY_ENV
     from .contents import Injection
-    from .plugininfo import Policy, reported_where
+    from .pluginanswer import reported_where
+    from .plugininfo import Policy
     from .signing import SigningKey, seal
 
 __all__ = [
@@ -21,6 +22,9 @@ __all__ = [
     "SigningKey",
     "config",
     "contents",
+    "pluginanswer",
+    "plugincall",
+    "plugincontract",
     "plugininfo",
     "reported_where",
     "seal",
@@ -32,7 +36,7 @@ _WHERE = {
     "Policy": "plugininfo",
     "SIGNING_KEY_ENV": "config",
     "SigningKey": "signing",
-    "reported_where": "plugininfo",
+    "reported_where": "pluginanswer",
     "seal": "signing",
 }
 

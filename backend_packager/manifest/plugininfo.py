@@ -1,33 +1,11 @@
-"""What a Triton plugin says about itself: ``tritonGetPluginInfo()``, called in a child.
-
-Triton's plugin loader (``triton/include/triton/Tools/PluginUtils.h``, shipped in the
-triton 3.9.0 wheel) calls the library's ``tritonGetPluginInfo`` and reads the returned
-``PluginInfo`` struct, plugin API version 2 (``TRITON_PLUGIN_API_VERSION``)::
-
-    struct PassInfo    { const char *name; const char *version; AddPassCallback addPass;
-                         RegisterPassCallback registerPass; };
-    struct DialectInfo { const char *name; const char *version; RegisterDialectCallback registerDialect; };
-    struct OpInfo      { const char *name; AddOpCallback addOp; };
-    struct PluginInfo  { uint32_t apiVersion; const char *pluginName; const char *pluginVersion;
-                         PassInfo *passes; size_t numPasses; DialectInfo *dialects; size_t numDialects;
-                         OpInfo *ops; size_t numOps; const char *tritonVersion; };
-
-``apiVersion`` comes first so that a loader can refuse another layout before reading on;
-that is the one field read from a library of another API version, and nothing else is
-guessed: such a library is recorded ``captured: false`` (``api-version``), as are v1
-libraries, whose entry points' signatures Triton's public header does not give.
+"""What a Triton plugin says about itself: whether, where and with which files its
+``tritonGetPluginInfo()`` is asked (the call: :mod:`.plugincall`; the answer: :mod:`.pluginanswer`).
 
 The call runs plugin code (its constructors, the entry point), so it never runs in the
 packager, and by default not at all: ``migrate``, ``mirror`` and ``adopt`` record every plugin
 ``captured: false`` (``not-run``) unless asked (:data:`Policy`). When asked, it runs in the
-:mod:`.sandbox` (namespaces of its own, a filesystem holding only the interpreter, the
-system libraries and the plugin's private directory, no environment but
-``LD_LIBRARY_PATH``, no descriptors, limits on address space, core and file size, a
-timeout); where no sandbox can be made, it is refused (``no-sandbox``) unless the unsafe
-policy runs it as a plain child of the signer. The child writes its answer to a file (not
-stdout, which the plugin may print to). The answer is hostile input: read within a size bound
-(never through a symlink, never from a FIFO) and decoded field by field, and recorded as
-what the plugin reported (``PluginInfo.ran_in``), never as a fact the signer checked.
+:mod:`.sandbox`; where no sandbox can be made, it is refused (``no-sandbox``) unless the unsafe
+policy runs it as a plain child of the signer.
 
 The plugin's ``NEEDED libtriton.so`` is resolved from the same wheel
 (``triton/_C/libtriton.so``, as Triton's own ``triton/plugins/*.so`` need), else from the
@@ -48,33 +26,27 @@ import importlib.util
 import os
 import platform
 import shutil
-import stat
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from triton_backend_runtime.base import ManifestError, jsonlimits
-from triton_backend_runtime.base import describe as describe_error
 from triton_backend_runtime.manifest import model as m
 
-from ..base import ConfigError, WheelError, fsutil
+from ..base import WheelError, fsutil
 from ..scanning import sandbox
 from ..wheel import open_zip
+from . import plugincall
+from .pluginanswer import SANDBOX, UNSANDBOXED, Limits, failed
 
-#: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
-API_VERSION = 2
 LIBTRITON_MEMBER = "triton/_C/libtriton.so"
 BUILD_ENVIRONMENT = "build environment"
 _TMP_PREFIX = "backend-packager-plugin-"
 _HOST_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 _CHUNK = 1 << 20
-SANDBOX, UNSANDBOXED = "sandbox", "unsandboxed"
 
 #: Whether and where a plugin's code runs to ask it: ``off`` never (``not-run``, the default
 #: for input the packager did not build); ``sandbox`` only in a :mod:`.sandbox` (else
@@ -83,85 +55,6 @@ SANDBOX, UNSANDBOXED = "sandbox", "unsandboxed"
 #: ``unsafe`` never in a sandbox (benchmarks and tests only: no option reaches it).
 Policy = Literal["off", "sandbox", "sandbox-or-unsafe", "unsafe"]
 POLICIES: tuple[Policy, ...] = ("off", "sandbox", "sandbox-or-unsafe", "unsafe")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on one call: libtriton.so alone maps ~500 MB, and its constructors run."""
-
-    timeout: float = 120.0
-    memory: int = 6 << 30
-    answer_bytes: int = 4 << 20
-    #: More passes, dialects or ops than this is not a plugin but an attack on the reader.
-    items: int = 4096
-    text: int = 1024
-
-
-# The call, run in the sandbox (:mod:`.sandbox`, which sets the limits) or, unsafe, in a plain
-# child after PRELUDE. Kept free of anything but ctypes/json so that nothing of the packager is
-# imported there. argv: plugin, answer, items, text.
-PRELUDE = r"""
-import ctypes, os, resource, signal, sys
-memory, parent = int(sys.argv.pop()), int(sys.argv.pop())
-try:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the packager
-except (OSError, AttributeError):
-    pass
-if os.getppid() != parent:
-    sys.exit(3)
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
-resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-"""
-CHILD = r"""
-import ctypes, json, os, sys
-plugin, answer, items, text = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-P = ctypes.c_void_p
-def say(doc):
-    with open(answer, "w") as out:
-        json.dump(doc, out)
-def string(addr):
-    if not addr:
-        return None
-    raw = ctypes.string_at(addr)
-    if len(raw) > text:
-        raise ValueError(f"a string of {len(raw)} bytes")
-    return raw.decode("utf-8")
-def table(base, count, width, fields):
-    if count > items:
-        raise ValueError(f"{count} entries")
-    if count and not base:
-        raise ValueError(f"{count} entries at NULL")
-    rows = []
-    for i in range(count):
-        at = base + i * width * 8
-        rows.append([string(P.from_address(at + 8 * k).value) for k in range(fields)])
-    return rows
-try:
-    lib = ctypes.CDLL(plugin, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-except OSError as exc:
-    say({"stage": "load", "error": str(exc)}); sys.exit(0)
-try:
-    entry = lib.tritonGetPluginInfo
-except AttributeError:
-    say({"stage": "call", "error": "no tritonGetPluginInfo"}); sys.exit(0)
-entry.restype, entry.argtypes = P, []
-base = entry()
-if not base:
-    say({"stage": "call", "error": "tritonGetPluginInfo() returned NULL"}); sys.exit(0)
-api = ctypes.c_uint32.from_address(base).value
-if api != 2:
-    say({"stage": "api", "api_version": api}); sys.exit(0)
-word = lambda i: P.from_address(base + 8 * i).value or 0
-size = lambda i: ctypes.c_size_t.from_address(base + 8 * i).value
-try:
-    doc = {"stage": "done", "api_version": api, "name": string(word(1)), "version": string(word(2)),
-           "passes": table(word(3), size(4), 4, 2), "dialects": table(word(5), size(6), 3, 2),
-           "ops": table(word(7), size(8), 2, 1), "triton_version": string(word(9))}
-except (ValueError, UnicodeDecodeError) as exc:
-    say({"stage": "call", "error": f"malformed PluginInfo: {exc}"}); sys.exit(0)
-say(doc)
-"""
 
 
 class Files(Protocol):
@@ -295,22 +188,22 @@ def _capture(artifact: m.Artifact, source: _Source, tmp: Path, limits: Limits) -
     elf = artifact.elf
     assert elf is not None and elf.plugin is not None  # only scanned plugins get here
     if elf.plugin.api != "v2":
-        return _failed("api-version", f"plugin API {elf.plugin.api} exports no tritonGetPluginInfo; the signatures "
+        return failed("api-version", f"plugin API {elf.plugin.api} exports no tritonGetPluginInfo; the signatures "
                        "of its entry points are not in Triton's public header, so nothing is called")
     if elf.machine != host_machine():
-        return _failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
+        return failed("foreign-arch", f"a {elf.machine} library cannot be called on this {host_machine()} host")
     if source.isolation not in (SANDBOX, UNSANDBOXED):
-        return _failed("no-sandbox", f"not asked: its code would run as the signer, and no sandbox can be made "
+        return failed("no-sandbox", f"not asked: its code would run as the signer, and no sandbox can be made "
                        f"here ({source.isolation}); --capture-plugins-unsafe-no-sandbox runs it anyway")
     try:
         libdirs = _libraries(elf.needed, source, tmp.parent / "lib")
         plugin = source.files.place(artifact, tmp, artifact.path.rsplit("/", 1)[-1])
     except _NoLibtriton as exc:
-        return _failed("no-libtriton", str(exc))
+        return failed("no-libtriton", str(exc))
     if source.isolation == SANDBOX:
-        info = _call_sandboxed(plugin, libdirs, tmp, limits, source.files.held())
+        info = plugincall.call_sandboxed(plugin, libdirs, tmp, limits, source.files.held())
     else:
-        info = _call(plugin, libdirs, tmp, limits, _as_links(source.files.held()))
+        info = plugincall.call_unsandboxed(plugin, libdirs, tmp, limits, plugincall.as_links(source.files.held()))
     info.ran_in = "sandbox" if source.isolation == SANDBOX else "unsandboxed"
     if info.reason:  # the same wheel gives the same manifest: no temporary path in it
         info.reason = info.reason.replace(str(plugin), artifact.path).replace(str(tmp.parent), "<temporary>")
@@ -403,134 +296,6 @@ def _extract(artifact: m.Artifact, wheel: Path, into: Path, name: str) -> Path:
     return target
 
 
-def _call_sandboxed(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits,
-                    held: tuple[tuple[int, Path, Path], ...]) -> m.PluginInfo:
-    """The call in the :mod:`.sandbox`: it sees the plugin's directory and the library
-    directories (read-only), and writes its answer into a directory of its own."""
-    work = tmp.parent / f"{tmp.name}.sandbox"  # beside the plugin's directory, never in it
-    out = work / "out"
-    out.mkdir(mode=0o700, parents=True)
-    answer = out / "answer.json"
-    plan = sandbox.Plan(read_only=tuple(d for d in (tmp, *libdirs) if d.is_dir()), writable=(out,),
-                        held=tuple(sandbox.Held.of(fd, source, target) for fd, target, source in held),
-                        env={"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"})
-    argv = [str(plugin), str(answer), str(limits.items), str(limits.text)]
-    ran = sandbox.run(CHILD, argv, plan, work / "root", work / "stderr",
-                      sandbox.Limits(timeout=limits.timeout, memory=limits.memory))
-    if ran.status == "no-sandbox":
-        return _failed("no-sandbox", f"the sandbox could not be made: {ran.detail}")
-    if ran.status == "timeout":
-        return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
-    if ran.code != 0:
-        why = f"signal {sandbox.signal_name(ran.code)}" if ran.status == "signalled" else f"exit status {ran.code}"
-        return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(work / 'stderr')}")
-    return _decode(answer, limits)
-
-
-def _as_links(held: tuple[tuple[int, Path, Path], ...]) -> tuple[int, ...]:
-    """Unsandboxed (unsafe) only: each placeholder becomes a link to its descriptor, which
-    the child inherits."""
-    for fd, placeholder, _ in held:
-        if not placeholder.is_symlink():
-            placeholder.unlink()
-            placeholder.symlink_to(f"/proc/self/fd/{fd}")
-    return tuple(fd for fd, _, _ in held)
-
-
-def _call(plugin: Path, libdirs: list[Path], tmp: Path, limits: Limits, fds: tuple[int, ...] = ()) -> m.PluginInfo:
-    """The call in a plain child of the same user: unsafe, for ``unsandboxed`` only."""
-    answer = tmp / f"answer-{plugin.name}.json"
-    answer.unlink(missing_ok=True)
-    argv = [sys.executable, "-I", "-S", "-c", PRELUDE + CHILD, str(plugin), str(answer), str(limits.items),
-            str(limits.text), str(os.getpid()), str(limits.memory)]
-    env = {"LD_LIBRARY_PATH": os.pathsep.join(map(str, libdirs)), "LC_ALL": "C"}
-    with open(tmp / "stderr", "wb") as err:
-        child = subprocess.Popen(argv, env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=err, start_new_session=True, pass_fds=fds)
-        try:
-            code = child.wait(limits.timeout)
-        except subprocess.TimeoutExpired:
-            sandbox.kill_group(child)
-            return _failed("timeout", f"tritonGetPluginInfo did not return within {limits.timeout:g} s")
-        finally:
-            sandbox.kill_group(child)  # whatever the plugin started in its session goes too
-    if code != 0:
-        why = f"signal {sandbox.signal_name(-code)}" if code < 0 else f"exit status {code}"
-        return _failed("call-failed", f"the child calling tritonGetPluginInfo died ({why}): {_tail(tmp / 'stderr')}")
-    return _decode(answer, limits)
-
-
-def _tail(path: Path) -> str:
-    with path.open("rb") as stream:
-        stream.seek(max(0, path.stat().st_size - 300))
-        lines = stream.read().decode("utf-8", "replace").strip().splitlines()
-    return lines[-1] if lines else "no message"
-
-
-def _decode(answer: Path, limits: Limits) -> m.PluginInfo:
-    try:
-        data = _read_answer(answer, limits.answer_bytes + 1)
-        doc = jsonlimits.loads(data, str(answer), ManifestError, limit=limits.answer_bytes)
-        return _info(doc, limits)
-    except Exception as exc:  # the child ran the plugin's code: its answer is hostile, any shape
-        return _failed("call-failed", f"no usable answer from the child: {describe_error(exc, 300)}")
-
-
-def _read_answer(answer: Path, limit: int) -> bytes:
-    """The answer file, which the plugin could have replaced: a regular file, never followed
-    through a symlink (to the key), never a FIFO that blocks."""
-    fd = os.open(answer, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("the answer is not a regular file")
-        return stream.read(limit)
-
-
-def _info(doc: Any, limits: Limits) -> m.PluginInfo:
-    stage = doc["stage"]
-    if stage == "load":
-        return _failed("load-failed", f"dlopen failed: {_text(doc['error'], 400)}")
-    if stage == "api":
-        info = _failed("api-version", f"PluginInfo.apiVersion is {int(doc['api_version'])}; only the layout of "
-                       f"version {API_VERSION} is known (Triton 3.9's PluginUtils.h)")
-        info.api_version = int(doc["api_version"])
-        return info
-    if stage != "done":
-        return _failed("call-failed", _text(doc["error"], 400))
-    def text(value: Any) -> str:
-        return _name(value, limits) or ""
-
-    return m.PluginInfo(
-        captured=True, api_version=int(doc["api_version"]), name=_name(doc["name"], limits),
-        version=_name(doc["version"], limits), triton_version=_name(doc["triton_version"], limits),
-        passes=[m.PluginPass(text(n), text(v)) for n, v in _rows(doc["passes"], 2)],
-        dialects=[m.PluginDialect(text(n), text(v)) for n, v in _rows(doc["dialects"], 2)],
-        ops=[text(n) for (n,) in _rows(doc["ops"], 1)],
-    )
-
-
-def _rows(value: Any, width: int) -> list[list[Any]]:
-    if not isinstance(value, list) or not all(isinstance(r, list) and len(r) == width for r in value):
-        raise ValueError("a table of the wrong shape")
-    return value
-
-
-def _name(value: Any, limits: Limits) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > limits.text or not value.isprintable():
-        raise ValueError(f"not a printable string of at most {limits.text} characters: {str(value)[:60]!r}")
-    return value
-
-
-def _text(value: Any, limit: int) -> str:
-    return str(value)[:limit]
-
-
-def _failed(code: m.CaptureFailure, reason: str) -> m.PluginInfo:
-    return m.PluginInfo(captured=False, reason_code=code, reason=reason)
-
-
 @contextmanager
 def _private_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
@@ -538,68 +303,6 @@ def _private_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def describe(info: m.PluginInfo | None) -> str:
-    """One line: what was captured, or why not."""
-    if info is None:
-        return "not captured (manifest before schema 1.2)"
-    if not info.captured:
-        return f"not captured: {info.reason_code}: {info.reason}"
-    return (f"as reported by the plugin ({reported_where(info)}): {info.name} {info.version} (plugin API "
-            f"{info.api_version}, built for Triton {info.triton_version}): {len(info.passes)} passes, "
-            f"{len(info.dialects)} dialects, {len(info.ops)} ops")
-
-
-def reported_where(info: m.PluginInfo) -> str:
-    """Whose word a captured ``PluginInfo`` is: the plugin's own, never checked by the signer."""
-    where = {SANDBOX: "in a sandbox", UNSANDBOXED: "WITHOUT a sandbox"}.get(info.ran_in or "", "before schema 1.4")
-    return f"its own code, run {where}; not checked by the signer" if info.ran_in else f"recorded {where}; unchecked"
-
-
-
-def check_contract(plugin: m.Plugin, where: str) -> list[str]:
-    """The vendor's declaration against what the library said about itself (build time).
-
-    A declared pass the library does not register, or a captured Triton version outside the
-    declared range, is a :class:`ConfigError` naming both. Returns warnings: a range that
-    could not be checked because nothing was captured.
-    """
-    contract, info = plugin.contract, plugin.info
-    if contract is None:
-        return []
-    key = f"tool.backend-packager.plugins[{plugin.path}]"
-    if info is None or not info.captured:
-        why = f"{info.reason_code}: {info.reason}" if info else "not captured"
-        if contract.passes:
-            raise ConfigError("plugin-uncaptured", where, f"{key}.passes: cannot check the declared passes of "
-                              f"{plugin.path} against the library, which could not be asked ({why})")
-        return [f"{plugin.path}: the declared Triton range {contract.triton!r} is recorded unchecked ({why})"] \
-            if contract.triton else []
-    registered = [p.name for p in info.passes]
-    for placement in contract.passes:
-        if placement.name not in registered:
-            have = ", ".join(registered) or "no passes"
-            raise ConfigError("plugin-pass", where, f"{key}.passes: declares pass {placement.name!r}, but "
-                              f"{plugin.path} ({info.name} {info.version}) registers {have}")
-    _check_range(contract.triton, info, plugin.path, where, key)
-    return []
-
-
-def _check_range(spec: str, info: m.PluginInfo, path: str, where: str, key: str) -> None:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    if not spec:
-        return
-    try:
-        built_for = Version(info.triton_version or "")
-    except InvalidVersion:
-        raise ConfigError("plugin-triton", where, f"{key}.triton: {path} says it was built for Triton "
-                          f"{info.triton_version!r}, not a PEP 440 version: the range {spec!r} cannot hold") from None
-    if not SpecifierSet(spec).contains(built_for, prereleases=True):
-        raise ConfigError("plugin-triton", where, f"{key}.triton: {path} ({info.name} {info.version}) was built for "
-                          f"Triton {info.triton_version}, outside the declared range {spec!r}")
 
 
 def migrated_plugins(artifacts: list[m.Artifact], previous: list[m.Plugin], wheel: Path | None,

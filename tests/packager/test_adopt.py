@@ -500,17 +500,17 @@ def test_a_plugin_written_after_the_check_is_refused(when: str, elf_files: ElfFi
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The very bytes, written again after the check (before the plugin is handed to the
     child, or while the child runs): not the file as hashed; nothing is signed."""
-    from backend_packager.manifest import plugininfo
+    from backend_packager.manifest import plugincall
 
     _, site = plugpack(elf_files, tmp_path)
     plugin = site / "plugpack" / "libshared.so"
     data = plugin.read_bytes()
-    stage = "place" if when == "before" else "_call_sandboxed"
-    target = plugincapture.InstalledFiles if when == "before" else plugininfo
+    stage = "place" if when == "before" else "call_sandboxed"
+    target = plugincapture.InstalledFiles if when == "before" else plugincall
     real = getattr(target, stage)
 
     def rewrite_first(*args: Any, **kwargs: Any) -> Any:
-        # place(self, artifact, into, name), _call_sandboxed(plugin, ...)
+        # place(self, artifact, into, name), call_sandboxed(plugin, ...)
         called = args[-1] if when == "before" else args[0].name
         if called == plugin.name:
             plugin.write_bytes(data)
@@ -545,13 +545,13 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
     from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 
     from backend_packager.commands import adopt as adopt_module
-    from backend_packager.manifest import plugininfo, signing
+    from backend_packager.manifest import plugincall, signing
 
     trust = TrustEnv.make(tmp_path / "trust-env", monkeypatch)
     _, site = plugpack(elf_files, tmp_path)
     plugin = site / "plugpack" / "libshared.so"
     hashed = hashlib.sha256(plugin.read_bytes()).hexdigest()
-    real = plugininfo._call_sandboxed
+    real = plugincall.call_sandboxed
 
     def swap_first(*args: Any, **kwargs: Any) -> Any:
         if args[0].name == plugin.name:
@@ -560,7 +560,7 @@ def test_a_plugin_renamed_over_while_asked_is_not_what_the_child_calls(elf_files
             os.replace(other, plugin)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(plugininfo, "_call_sandboxed", swap_first)
+    monkeypatch.setattr(plugincall, "call_sandboxed", swap_first)
     outcome = adopt_module.adopt(site, "plugpack", signing.load(key_file(trust)), capture="sandbox")
     # The held inode lost its name (its link count, so its ctime, changed): refused, unsigned.
     assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error

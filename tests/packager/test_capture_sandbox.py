@@ -334,14 +334,14 @@ def test_capture_plugins_takes_only_its_choices(tmp_path: Path) -> None:
 def test_the_answer_file_is_never_followed_nor_waited_on(kind: str, targets: Targets) -> None:
     """The plugin writes where the answer goes: a symlink to the key (whose bytes would land in
     the signed reason) or a FIFO (a read that never returns) is a failed call, read at once."""
-    from backend_packager.manifest import plugininfo
+    from backend_packager.manifest import pluginanswer
 
     answer = targets.root / "answer.json"
     if kind == "symlink":
         answer.symlink_to(targets.key)
     else:
         os.mkfifo(answer)
-    info = plugininfo._decode(answer, plugininfo.Limits())
+    info = pluginanswer.decode(answer, pluginanswer.Limits())
     assert (info.captured, info.reason_code) == (False, "call-failed")
     assert info.reason is not None and "PRIVATE KEY" not in info.reason
 

@@ -33,7 +33,7 @@ from triton_backend_runtime.triton.compilekey import PluginRequiredError, Stages
 
 from backend_packager.base.errors import ConfigError
 from backend_packager.build import describe_build
-from backend_packager.manifest import config, plugininfo
+from backend_packager.manifest import config, pluginanswer, plugininfo
 from backend_packager.manifest import contents as assemble
 from backend_packager.rewrite import rewrite_wheel
 from backend_packager.scanning.artifacts import artifact_from_file
@@ -52,7 +52,7 @@ def plugin_wheel(out: Path, plugin: Path, *, libtriton: Path | None, name: str =
     return write_wheel(out, name, version, files, backends={"contract": "contract_pkg"})
 
 
-def capture(wheel: Path, limits: plugininfo.Limits | None = None) -> list[m.Plugin]:
+def capture(wheel: Path, limits: pluginanswer.Limits | None = None) -> list[m.Plugin]:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(wheel.parent / "x")
     artifacts = [artifact_from_file(wheel.parent / "x" / p, p) for p in (PLUGIN, LIBTRITON)
@@ -108,7 +108,7 @@ def test_captured_against_the_build_environments_triton(libs: Libs, tmp_path: Pa
     ("realtime-signal", "call-failed"),
 ])
 def test_not_captured_says_why(variant: str, code: str, libs: Libs, elf_files: ElfFixtures, tmp_path: Path) -> None:
-    limits = plugininfo.Limits(timeout=3, memory=1 << 30)
+    limits = pluginanswer.Limits(timeout=3, memory=1 << 30)
     stub: Path | None = libs.stub
     plugin = {"hang": lambda: libs.plugin("hang", "HANG"), "crash": lambda: libs.plugin("crash", "CRASH"),
               "api3": lambda: libs.plugin("api3", "API_VERSION=3"), "hog": lambda: libs.plugin("hog", "HOG=2048"),
@@ -390,7 +390,7 @@ def test_any_answer_from_the_child_is_a_plugin_info(doc: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         answer = Path(tmp) / "answer.json"
         answer.write_text(json.dumps(doc))
-        info = plugininfo._decode(answer, plugininfo.Limits())
+        info = pluginanswer.decode(answer, pluginanswer.Limits())
     assert isinstance(info, m.PluginInfo) and (info.captured or info.reason_code is not None)
     if info.captured:
         assert all(isinstance(p.name, str) for p in info.passes)
