@@ -24,7 +24,6 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 from ..base import (
@@ -54,11 +53,13 @@ from ..site import (
     Distribution,
     core_version,
     discover,
+    locate_package,
     same_file,
     stat_identity,
 )
 from ..verification import REHASH_ENV, Verdict, VerifyCache, cache_file, context_digest
 from . import policy as pol
+from .claims import claim_keys, claim_of, may_conflict
 from .entries import BackendWarning, Entry, Loader, Plan, PluginEntry
 from .report import Report, backend_row, core_row, plugin_row, renamed_cores
 
@@ -320,9 +321,9 @@ class Registry:
 
     def _resolve(self, backends: list[Entry], plugins: list[PluginEntry]) -> None:
         admitted: list[Entry | PluginEntry] = [*backends, *plugins]
-        others = _keys([i for i in admitted if not self._is_core(i)])
+        others = claim_keys([i for i in admitted if not self._is_core(i)])
         core = self._core_claims(others) if others else {}
-        if not core and not _may_conflict(backends, plugins):
+        if not core and not may_conflict(backends, plugins):
             return  # nothing can conflict: the common case skips the rule, its import and the pins
         from ..trust import load_pins
         from .conflicts import resolve
@@ -331,7 +332,7 @@ class Registry:
         self.problems += [r for r in map(reason_of, problems) if r not in self.problems]
         pins = {key: pin.dist for key, pin in pinned.items() if pin.dist is not None}
         items: list[Entry | PluginEntry] = [*backends, *plugins]
-        claims = [_claim(i, item, self._is_core(item)) for i, item in enumerate(items)]
+        claims = [claim_of(i, item, self._is_core(item)) for i, item in enumerate(items)]
         for exclusion in resolve(claims[: len(backends)], claims[len(backends):], core, pins):
             item = items[exclusion.key]
             item.state = EXCLUDED
@@ -353,7 +354,7 @@ class Registry:
         items = [i for i in everything if self._is_core(i)]
         verdict = self.verdicts.get(triton.dist_info)
         declared = [(b.name, tuple(b.targets)) for b in verdict.backends] if verdict else []
-        claimed = _keys(items, declared, {kind for kind, _ in wanted})
+        claimed = claim_keys(items, declared, {kind for kind, _ in wanted})
         return dict.fromkeys(sorted(claimed & wanted), triton.label())
 
     def _located(self, entry: Entry) -> bool:
@@ -481,116 +482,9 @@ def emit(message: str) -> None:
         print(f"BackendWarning: {message}", file=sys.stderr)
 
 
-def locate_package(package: str) -> str | None:
-    """The directory ``import package`` would load from, found without running any of it:
-    parents already imported are asked for their ``__path__``; others are searched by the
-    finders as the import system would (a top level by every finder on ``sys.meta_path``)."""
-    import importlib.machinery
-
-    parts = package.split(".")
-    search: list[str] = []
-    for depth in range(1, len(parts) + 1):
-        name = ".".join(parts[:depth])
-        module = sys.modules.get(name)
-        spec = getattr(module, "__spec__", None) if module is not None else None
-        if spec is not None or depth == 1:
-            spec = spec or _find_spec(name, None)
-            if spec is None or not spec.submodule_search_locations:
-                return None
-            search = list(spec.submodule_search_locations)
-            continue
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(name, search)
-        except KeyError:
-            # no module or regular package of that name, but namespace portions (PEP 420): the
-            # path object of a namespace whose parent is not imported looks the parent up in
-            # sys.modules and fails. Its portions are the directories of that name in the
-            # parent's locations, as the path finder found them.
-            search = [p for entry in search if os.path.isdir(p := os.path.join(entry, parts[depth - 1]))]
-            continue
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        search = list(spec.submodule_search_locations)
-    return search[0] if search else None
-
-
-def _find_spec(name: str, path: list[str] | None) -> Any:
-    for finder in sys.meta_path:
-        find = getattr(finder, "find_spec", None)
-        if find is None:
-            continue
-        try:
-            spec = find(name, path)
-        except Exception:  # a broken finder is the import system's problem, not a location
-            continue
-        if spec is not None:
-            return spec
-    return None
-
-
-def _repeats(items: list[str]) -> bool:
-    return len(set(items)) != len(items)
-
-
-def _claim(key: int, item: Entry | PluginEntry, core: bool) -> Any:
-    from .conflicts import Claim
-
-    dist = item.dist
-    order = dist.order if dist else 1 << 30
-    dist_key = dist.key if dist else ""
-    if isinstance(item, Entry):
-        return Claim(key, item.name, item.trust, order, dist_key, item.label(), targets=tuple(item.targets),
-                     core=core)
-    terms = item.terms
-    return Claim(key, item.path, item.trust, order, dist_key, item.label(), exports=tuple(item.exports),
-                 passes=tuple(terms.passes) if terms else (), dialects=tuple(terms.dialects) if terms else (),
-                 ops=tuple(terms.ops) if terms else (), core=core)
-
-
-def _keys(items: list[Entry | PluginEntry], declared: Sequence[tuple[str, tuple[str, ...]]] = (),
-          kinds: set[str] | None = None) -> set[tuple[str, str]]:
-    """Every ``(kind, name)`` the items claim (the kinds of :mod:`.conflicts`; only ``kinds``
-    when given), and the ``(backend name, targets)`` pairs of ``declared``."""
-    keys: set[tuple[str, str]] = set()
-    for name, targets in declared:
-        keys.add(("backend", name))
-        keys.update(("target", t) for t in targets)
-    for item in items:
-        if isinstance(item, Entry):
-            keys.add(("backend", item.name))
-            keys.update(("target", t) for t in item.targets)
-            continue
-        _, exports, passes, dialects, ops = _library(item)
-        for kind, names in (("symbol", exports), ("pass", passes), ("dialect", dialects), ("op", ops)):
-            if names and (kinds is None or kind in kinds):
-                keys.update((kind, n) for n in names)
-    return keys
-
-
 #: Rejections that a plugin built for another Triton explains or repeats (its own contract is
 #: then its reason: the distribution's Triton requirement, missing libtriton symbols).
 _SYMPTOMS = ("verify.triton", "verify.symbols", "verify.libtriton")
-
-
-def _may_conflict(backends: list[Entry], plugins: list[PluginEntry]) -> bool:
-    """Whether :func:`.conflicts.resolve` could exclude anything among the admitted: some name
-    is claimed twice (the core's names claimed by others are looked for apart). One
-    distribution's copies of one library (the same exports, passes, dialects and ops: a wheel
-    holds no symlinks) count once, as the rule counts them: triton 3.9.0 bundles
-    ``libMLIRDialectPlugin.so`` and ``.so.24.0git``, and its warm import then skips the rule."""
-    if _repeats([e.name for e in backends]) or _repeats([t for e in backends for t in e.targets]):
-        return True
-    libraries = list(dict.fromkeys(_library(p) for p in plugins))
-    return any(_repeats([name for library in libraries for name in library[kind]]) for kind in range(1, 5))
-
-
-def _library(plugin: PluginEntry) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """What the conflict rule compares of a plugin (``conflicts._same_library``), its
-    distribution first: exports, passes, dialects, ops."""
-    terms = plugin.terms
-    if terms is None:
-        return plugin.dist.key, tuple(plugin.exports), (), (), ()
-    return plugin.dist.key, tuple(plugin.exports), tuple(terms.passes), tuple(terms.dialects), tuple(terms.ops)
 
 
 def _failure_policy(item: Entry | PluginEntry) -> str:

@@ -8,7 +8,7 @@ installed files read within bounds and confined paths (``installed``), a file's 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import discovery, fileidentity, installed, ownership
+    from . import discovery, fileidentity, installed, locate, ownership
     from .discovery import (
         DEFAULT_PACKAGE,
         Candidate,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         walk_files,
         wheel_path_parts,
     )
+    from .locate import locate_package
     from .ownership import Overlap, core_overlap, overlaps_of
 
 __all__ = [
@@ -68,6 +69,8 @@ __all__ = [
     "identity_text",
     "installed",
     "installed_path",
+    "locate",
+    "locate_package",
     "open_installed",
     "other_dist_infos",
     "overlaps_of",
@@ -107,6 +110,7 @@ _WHERE = {
     "identity": "fileidentity",
     "identity_text": "fileidentity",
     "installed_path": "installed",
+    "locate_package": "locate",
     "open_installed": "installed",
     "other_dist_infos": "discovery",
     "overlaps_of": "ownership",
