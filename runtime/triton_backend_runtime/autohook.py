@@ -36,15 +36,17 @@ PTH_NAME = "+triton_backend_runtime-hook.pth"
 #: Names the hook's .pth had before: ``hook install`` and ``hook uninstall`` remove them.
 OLD_PTH_NAMES = ("triton_backend_runtime-hook.pth",)
 # One line (site runs .pth lines that start with "import"). When the runtime is gone but the
-# .pth stayed, it says so once on stderr (site may process a venv's site-packages twice):
-# strict would otherwise be silently unenforced.
+# .pth stayed, it says so once on stderr (site may process a venv's site-packages twice),
+# naming the file and the command that removes it: strict would otherwise be silently
+# unenforced. ``fullname`` is the .pth's path in site.addpackage, which execs the line.
 PTH_LINE = (
     "import sys; exec('try:\\n import triton_backend_runtime.autohook as h\\n h.install()\\n"
     "except ImportError as e:\\n if not hasattr(sys, \"_triton_backend_hook_said\"):\\n"
     "  sys._triton_backend_hook_said = 1\\n"
+    "  p = locals().get(\"fullname\") or \"+triton_backend_runtime-hook.pth\"\\n"
     "  sys.stderr.write(\"triton-backend-runtime: %s is installed but the runtime cannot be "
-    "imported (%s): backends are not verified; reinstall triton-backend-runtime or delete the .pth file\\\\n\" "
-    "% (\"+triton_backend_runtime-hook.pth\", e))\\nexcept Exception:\\n pass')\n"
+    "imported (%s): backends are not verified; remove it: rm %s (or reinstall triton-backend-runtime)\\\\n\" "
+    "% (p, e, __import__(\"shlex\").quote(p)))\\nexcept Exception:\\n pass')\n"
 )
 PATCHED_MODULE = "triton.backends"
 CORE_MODULE = "triton"

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.csrc import ElfFixtures
 from helpers.projects import ROOT
-from helpers.venv import Venv, migrate
+from helpers.venv import Venv
 from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime.autohook import PTH_NAME
 from triton_backend_runtime.base.layout import MANIFEST_FILENAME
@@ -78,7 +78,7 @@ class Signed:
 @pytest.fixture(scope="module")
 def signed(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Signed:
     out = tmp_path_factory.mktemp("tamper")
-    wheel = migrate(triton_wheel, out / "wheels", venv.key)
+    wheel = migrate(triton_wheel, out / "wheels", venv.key, "--capture-plugins").signed()
     pip_install(venv.python, wheel, out / "site")
     attacker = out / "keys" / "attacker.pem"
     attacker.parent.mkdir()
@@ -89,7 +89,8 @@ def signed(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="module")
 def triton38(venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """triton 3.8.0 migrated and signed with the same key (a validly signed older release)."""
-    return migrate(fetch_wheel("triton==3.8.0"), tmp_path_factory.mktemp("triton38"), venv.key)
+    return migrate(fetch_wheel("triton==3.8.0"), tmp_path_factory.mktemp("triton38"), venv.key,
+                   "--capture-plugins").signed()
 
 
 @dataclass
@@ -619,9 +620,9 @@ def test_warn_with_rejected_backend_under_W_error(case: Case) -> None:
 
 def test_pth_left_behind_without_the_runtime(case: Case) -> None:
     startup = case.run("pass", runtime=False)
-    assert startup.returncode == 0 and startup.stderr.startswith(
-        f"triton-backend-runtime: {PTH_NAME} is installed but the runtime cannot be imported "
-        "(No module named 'triton_backend_runtime'): backends are not verified"), startup.stderr
+    assert startup.returncode == 0 and startup.stderr.startswith("triton-backend-runtime: /"), startup.stderr
+    assert (f"{PTH_NAME} is installed but the runtime cannot be imported (No module named "
+            "'triton_backend_runtime'): backends are not verified; remove it: rm /") in startup.stderr
     assert set(startup.stderr.splitlines()) == {startup.stderr.splitlines()[0]}
     done = case.run("import triton.backends as tb; print(sorted(tb.backends))", runtime=False)
     assert done.returncode == 0 and done.stdout.strip() == "['amd', 'nvidia']", done.stderr

@@ -126,3 +126,17 @@ def test_with_the_hook_first_a_pth_that_imports_triton_is_checked(venv: Venv) ->
     assert "went on" in after.stdout and "refused:" in after.stdout and "(verify.size)" in after.stdout
     doctor = venv.run("-m", "triton_backend_runtime", "doctor", policy="strict")
     assert "hook: runs first of the .pth files" in doctor.stdout, doctor.stdout
+
+
+def test_a_pth_left_without_its_runtime_names_itself_and_the_command_that_removes_it(venv: Venv) -> None:
+    """One line at start-up, naming the file and a command that works as printed."""
+    done = subprocess.run([venv.python, "-c", "pass"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    (line,) = done.stderr.splitlines()
+    pth = venv.site / PTH_NAME
+    assert line.startswith(f"triton-backend-runtime: {pth} is installed but the runtime cannot be imported")
+    command = line.split("remove it: ", 1)[1].split(" (or reinstall", 1)[0]
+    assert subprocess.run(command, shell=True, check=False).returncode == 0 and not pth.exists()
+    again = subprocess.run([venv.python, "-c", "pass"], capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert again.stderr == ""
