@@ -82,6 +82,6 @@ def test_a_bundled_plugin_its_own_libtriton_cannot_serve_is_a_note(
     assert imported.stdout == "imported\n" and "BackendWarning" not in imported.stderr, imported.stderr
     text, doc = venv.doctor()
     (row,) = doc["plugins"]
-    assert row["reason"]["code"] == "verify.symbols" and row["state"] == "rejected"
+    assert row["reason"]["code"] == "verify.symbols" and row["trust"] == "rejected"
     assert "its own libtriton.so cannot serve it: it is never loaded, and nothing needs doing" in text.stdout
     assert "ATTENTION" not in text.stdout

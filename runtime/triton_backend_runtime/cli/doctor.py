@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..base import BAD_STATES, STRICT, Reason, describe
-from ..loading import BackendRow, PluginRow, Report
+from ..loading import NEVER_SERVED, BackendRow, PluginRow, Report
 from ..loading import registry as reg
 from ..site import DEFAULT_PACKAGE
 from .grammar import EXIT_FAILED, EXIT_OK, JSON_FORMAT
@@ -35,11 +35,6 @@ class ImportOutcome:
 
 
 _OUTCOME = ImportOutcome()
-
-
-#: Why a plugin bundled with the Triton core is refused when that core's own libtriton cannot
-#: serve it: it can never load, and never does (a note, not a failure).
-NEVER_SERVED = ("verify.symbols",)
 
 
 def _exercise(rehash: bool, package: str = DEFAULT_PACKAGE) -> reg.Registry:

@@ -9,7 +9,7 @@ Nothing here touches a Triton object.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import claims, conflicts, entries, hookorder, policy, registry, report
-    from .entries import BackendWarning, Entry, Plan, PluginEntry
+    from .entries import NEVER_SERVED, BackendWarning, Entry, Plan, PluginEntry
     from .hookorder import CODE, position
     from .registry import Registry, emit, get
     from .report import BackendRow, CoreRow, PluginRow, Report
@@ -20,6 +20,7 @@ __all__ = [
     "CODE",
     "CoreRow",
     "Entry",
+    "NEVER_SERVED",
     "Plan",
     "PluginEntry",
     "PluginRow",
@@ -43,6 +44,7 @@ _WHERE = {
     "CODE": "hookorder",
     "CoreRow": "report",
     "Entry": "entries",
+    "NEVER_SERVED": "entries",
     "Plan": "entries",
     "PluginEntry": "entries",
     "PluginRow": "report",

@@ -16,7 +16,11 @@ if TYPE_CHECKING:
     from ..site import Distribution
     from ..verification import PluginClaim, PluginTerms, Verdict
 
-__all__ = ["BackendWarning", "Entry", "Loader", "Plan", "PluginEntry"]
+__all__ = ["NEVER_SERVED", "BackendWarning", "Entry", "Loader", "Plan", "PluginEntry"]
+
+#: Why a plugin bundled with the Triton core is refused when that core's own libtriton cannot
+#: serve it (missing symbols): it can never load, and never does.
+NEVER_SERVED = ("verify.symbols",)
 
 #: Triton's loader: ``load(name, package)`` -> its ``Backend``.
 Loader = Callable[[str, str], Any]

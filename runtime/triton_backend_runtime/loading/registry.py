@@ -60,7 +60,7 @@ from ..site import (
 from ..verification import REHASH_ENV, Verdict, VerifyCache, cache_file, context_digest
 from . import policy as pol
 from .claims import claim_keys, claim_of, may_conflict
-from .entries import BackendWarning, Entry, Loader, Plan, PluginEntry
+from .entries import NEVER_SERVED, BackendWarning, Entry, Loader, Plan, PluginEntry
 from .report import Report, backend_row, core_row, plugin_row, renamed_cores
 
 
@@ -395,10 +395,17 @@ class Registry:
             emit(f"{problem.path}: {problem.message}")
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
         for item in items:
-            if item.state in (EXCLUDED, FAILED) and item.reason:
+            if item.state in (EXCLUDED, FAILED) and item.reason and not self.never_served(item):
                 kind, name = ("backend", item.name) if isinstance(item, Entry) else ("plugin", item.path)
                 emit(f"Triton {kind} {name} ({item.label()}) {item.state}: {item.reason.path}: {item.reason.message}"
                      + _failure_policy(item))
+
+    def never_served(self, item: Entry | PluginEntry) -> bool:
+        """A plugin bundled with the Triton core that this core's own libtriton cannot serve
+        (:data:`.entries.NEVER_SERVED`): never handed over, never loaded, and nothing the user
+        can change makes it load, so no warning at every import (``doctor`` notes it)."""
+        return (isinstance(item, PluginEntry) and self._is_core(item) and item.reason is not None
+                and item.reason.code in NEVER_SERVED)
 
     # -- select ---------------------------------------------------------------------------
 
