@@ -83,5 +83,5 @@ def test_a_bundled_plugin_its_own_libtriton_cannot_serve_is_a_note(
     text, doc = venv.doctor()
     (row,) = doc["plugins"]
     assert row["reason"]["code"] == "verify.symbols" and row["trust"] == "rejected"
-    assert "its own libtriton.so cannot serve it: it is never loaded, and nothing needs doing" in text.stdout
+    assert "whose own libtriton.so cannot serve it: it is never loaded, and nothing needs doing" in text.stdout
     assert "ATTENTION" not in text.stdout
