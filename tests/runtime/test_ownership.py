@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
+from helpers.disttree import TrustEnv, code_of, codes, entry
+from helpers.wheels import backend_files, write_wheel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from triton_backend_runtime.site import discovery, ownership
+from triton_backend_runtime.site import directurl, discovery, ownership
 from triton_backend_runtime.site.discovery import core_version, discover, record_row, record_row_matches
 
 
@@ -66,7 +76,13 @@ def test_a_fork_installed_over_triton_owns_the_file_on_disk(tmp_path: Path) -> N
     assert overlap.on_disk is found.core_claims[0]
     text = overlap.describe()
     assert text.startswith("fbtriton 3.7.4 and triton 3.9.0 both own 2 file(s) (e.g. triton/__init__.py)")
-    assert "pip install --force-reinstall --no-deps triton==3.9.0" in text
+    assert "the files on disk are fbtriton 3.7.4's (installed last), so triton 3.9.0 is broken" in text
+    # installed from an index (no direct_url.json): the index is named by the user, never left to pip
+    assert ("to keep triton 3.9.0: `pip uninstall -y fbtriton` then reinstall triton 3.9.0 from the wheel, index "
+            "or mirror it came from (source unknown; e.g. `pip install --force-reinstall --no-deps --index-url "
+            "<that index> triton==3.9.0`)") in text
+    assert "to keep fbtriton 3.7.4: `pip uninstall -y triton` then reinstall fbtriton 3.7.4" in text
+    assert "\n" not in text and len(text) < 1000
     assert overlap.reason("x").code == "conflict.files"
 
 
@@ -157,3 +173,125 @@ def test_a_record_line_csv_refuses_ends_its_rows(tmp_path: Path) -> None:
     (info / "RECORD").write_text((info / "RECORD").read_text() + f"{past_the_field_limit},,\nlater.py,,\n")
     rows = ownership.record_rows(str(info))
     assert set(rows) == set(UPSTREAM)
+
+
+# -- the advice: for each choice, the other uninstalled and the one kept reinstalled from its source ---------
+
+
+def test_the_advice_reinstalls_each_from_the_archive_it_came_from(tmp_path: Path) -> None:
+    install(tmp_path, "triton", "3.9.0", UPSTREAM, write=False)
+    fork = install(tmp_path, "fbtriton", "3.7.4", FORK)
+    (tmp_path / "triton-3.9.0.dist-info" / "direct_url.json").write_text(json.dumps(
+        {"url": "https://mirror.example/t/triton-3.9.0-cp311-linux_x86_64.whl", "archive_info": {"hashes": {}}}))
+    (fork / "direct_url.json").write_text(json.dumps(
+        {"url": "file:///wheels/my%20forks/fbtriton-3.7.4-py3-none-any.whl", "archive_info": {}}))
+    overlap = ownership.core_overlap(discover([str(tmp_path)], in_tree=False).core_claims)
+    assert overlap is not None
+    text = overlap.describe()
+    assert ("to keep triton 3.9.0: `pip uninstall -y fbtriton` then `pip install --force-reinstall --no-deps "
+            "https://mirror.example/t/triton-3.9.0-cp311-linux_x86_64.whl`") in text
+    assert ("to keep fbtriton 3.7.4: `pip uninstall -y triton` then `pip install --force-reinstall --no-deps "
+            "'/wheels/my forks/fbtriton-3.7.4-py3-none-any.whl'`") in text
+    assert "source unknown" not in text
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link(path: Path) -> None:
+    good = path.with_name("elsewhere.json")
+    good.write_text(json.dumps({"url": "file:///w/fbtriton-3.7.4-py3-none-any.whl", "archive_info": {}}))
+    path.symlink_to(good)
+
+
+def _record(url: object, **info: object) -> Callable[[Path], object]:
+    """Writes a direct_url.json of ``url`` and ``info`` (an ``archive_info`` when none is given)."""
+    return lambda p: p.write_text(json.dumps({"url": url, **(info or {"archive_info": {}})}))
+
+
+HOSTILE_DIRECT_URLS: dict[str, Callable[[Path], object]] = {
+    "huge": lambda p: p.write_text(json.dumps({"url": "file:///w/x.whl", "archive_info": {}}) + " " * (1 << 20)),
+    "not JSON": lambda p: p.write_bytes(b"\xff{url: file:///w/x.whl"),
+    "deep": lambda p: p.write_text("[" * 5000),
+    "a FIFO": _fifo,
+    "a symlink": _link,
+    "a directory": lambda p: p.mkdir(),
+    "a list": lambda p: p.write_text('["file:///w/x.whl"]'),
+    "a non-string url": _record(42),
+    "a url with a newline": _record("file:///w/x.whl\nrm -rf ~"),
+    "an escaped newline": _record("file:///w/x%0A.whl"),
+    "a bidi override": _record("https://e.example/\u202ex.whl"),
+    "a long url": _record("https://e.example/" + "x" * 5000),
+    "another host's file": _record("file://host/w/x.whl"),
+    "a relative file": _record("file:x.whl"),
+    "another scheme": _record("ftp://e.example/x.whl"),
+    "a bad netloc": _record("https://[::1/x.whl"),
+    "a VCS checkout": _record("https://e.example/r.git", vcs_info={"vcs": "git"}),
+    "no archive_info": _record("file:///w/x.whl", dir_info={}),
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE_DIRECT_URLS))
+def test_a_hostile_direct_url_is_source_unknown(hostile: str, tmp_path: Path) -> None:
+    install(tmp_path, "triton", "3.9.0", UPSTREAM, write=False)
+    fork = install(tmp_path, "fbtriton", "3.7.4", FORK)
+    HOSTILE_DIRECT_URLS[hostile](fork / "direct_url.json")
+    assert directurl.install_source(str(fork)) is None
+    overlap = ownership.core_overlap(discover([str(tmp_path)], in_tree=False).core_claims)
+    assert overlap is not None
+    text = overlap.describe()
+    assert "to keep fbtriton 3.7.4: `pip uninstall -y triton` then reinstall fbtriton 3.7.4 from the wheel, index " \
+           "or mirror it came from (source unknown;" in text
+    assert text.isprintable() and len(text) < 1000
+
+
+def test_hostile_names_stay_one_bounded_line_and_quoted(tmp_path: Path) -> None:
+    install(tmp_path, "triton", "3.9.0", UPSTREAM, write=False)
+    fork = install(tmp_path, "fbtriton", "3.7.4", FORK)
+    hostile = "fb$(reboot)\t" + "x" * 5000
+    (fork / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {hostile}\nVersion: 3.7.4\u202e\n\n")
+    overlap = ownership.core_overlap(discover([str(tmp_path)], in_tree=False).core_claims)
+    assert overlap is not None
+    text = overlap.describe()
+    assert text.isprintable() and len(text) < 3000  # every name and version cut at MAX_SHOWN
+    assert "`pip uninstall -y 'fb$(reboot)\\txxx" in text  # quoted for the shell, visible
+    assert "xxx... 3.7.4\\u202e" in text  # cut
+
+
+def test_following_the_advice_leaves_the_signed_one_verified(env: TrustEnv, tmp_path: Path) -> None:
+    """A real venv with pip: a signed backend's wheel, then a fork of it over the same package,
+    each installed from a local wheel file (pip records direct_url.json). The commands printed
+    for keeping the signed one, run as printed, leave it verified."""
+    files = backend_files("demo_backend", "Demo", "demo")
+    plain = write_wheel(tmp_path / "in", "demo-backend", "1.0", files, {"demo": "demo_backend"})
+    key = str(env.key.pub.with_suffix(".pem"))
+    signed = run_cli("migrate", str(plain), "-o", str(tmp_path / "signed"), "--key", key)
+    assert signed.returncode == 0, signed.stderr
+    forked = {**files, "demo_backend/compiler.py": files["demo_backend/compiler.py"] + b"# the fork\n"}
+    fork = write_wheel(tmp_path / "fork", "demo-fork", "2.0", forked, {"demo": "demo_backend"})
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "v")], check=True, capture_output=True)
+    (site,) = (tmp_path / "v").glob("lib/python*/site-packages")
+    quiet = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONPATH": ""}
+
+    def pip(*args: str) -> None:
+        done = subprocess.run([str(tmp_path / "v" / "bin" / "python"), "-m", "pip", *args], env=quiet,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    for wheel in (tmp_path / "signed" / plain.name, fork):
+        pip("install", "-q", "--no-deps", "--no-index", str(wheel))
+    before = entry(env.registry(site, policy="warn"), "demo", "demo-backend")
+    assert code_of(before) == "conflict.files" and before.reason is not None
+    message = before.reason.message
+    keep = message.split("to keep demo-backend 1.0: ", 1)[1].split("; to keep ", 1)[0]
+    commands = [shlex.split(c) for c in re.findall(r"`([^`]+)`", keep)]
+    assert [c[:2] for c in commands] == [["pip", "uninstall"], ["pip", "install"]], message
+    assert commands[1][-1] == str(tmp_path / "signed" / plain.name)  # the signed wheel, not an index's
+    for command in commands:
+        pip(*command[1:])
+    after = env.registry(site, policy="warn")
+    assert (entry(after, "demo", "demo-backend").trust, code_of(entry(after, "demo", "demo-backend"))) \
+        == ("verified", None)
+    assert not list(site.glob("demo_fork-*.dist-info"))
+    assert "conflict.files" not in codes([e.reason for e in after.entries if e.reason] + after.problems)

@@ -1279,7 +1279,11 @@ def test_a_distribution_installed_over_a_signed_one_is_conflict_files(env: Trust
     message = signed.reason.message
     assert "demo-fork 2.0 and demo-backend 1.0 both own 3 file(s)" in message, message
     assert "the files on disk are demo-fork 2.0's (installed last)" in message
-    assert "pip install --force-reinstall --no-deps demo-backend==1.0" in message
+    # no source recorded (no direct_url.json): never a bare pin an index may answer with an unsigned build
+    assert ("to keep demo-backend 1.0: `pip uninstall -y demo-fork` then reinstall demo-backend 1.0 from the "
+            "wheel, index or mirror it came from (source unknown;") in message
+    assert "to keep demo-fork 2.0: `pip uninstall -y demo-backend` then" in message
+    assert "--no-deps demo-backend==1.0" not in message
     assert reg.hashed_bytes == 0  # decided before anything was hashed
     # the repair: the signed one reinstalled over the fork, and the verdict follows it (no stale cache)
     write_dist(site, "demo-backend", "1.0").sign(env.key)

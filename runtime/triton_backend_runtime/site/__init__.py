@@ -8,7 +8,7 @@ installed files read within bounds and confined paths (``installed``), a file's 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import discovery, fileidentity, installed, locate, ownership
+    from . import directurl, discovery, fileidentity, installed, locate, ownership
     from .discovery import (
         DEFAULT_PACKAGE,
         Candidate,
@@ -61,6 +61,7 @@ __all__ = [
     "core_init",
     "core_overlap",
     "core_version",
+    "directurl",
     "discover",
     "discovery",
     "fileidentity",

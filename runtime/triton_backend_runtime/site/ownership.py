@@ -6,12 +6,15 @@ disk are the ones of the distribution installed last; the other one's RECORD (an
 no longer describe them, and uninstalling either deletes the other's files. Hashing would
 only say "sha256 differs" on whichever shared file came first; this module says why, before
 anything is hashed: which two distributions, how many files they share, which one the files
-on disk match, and the command that repairs it (``conflict.files``).
+on disk match, and for each of the two the commands that keep it (``conflict.files``): the
+other uninstalled, then the one kept reinstalled from the archive it came from (PEP 610
+``direct_url.json``, read by ``directurl``), since uninstalling either removes the shared files.
 
-It reads RECORDs only: on the cold path for the distributions being verified (one bounded
-read per distribution in the same ``sys.path`` entry whose RECORD mentions one of their
-top-level directories, a C-speed substring test first), and for the Triton core when two
-RECORDs claim its ``__init__.py`` (known from discovery).
+It reads RECORDs only (and, for a conflict it describes, the two ``direct_url.json``): on
+the cold path for the distributions being verified (one bounded read per distribution in the
+same ``sys.path`` entry whose RECORD mentions one of their top-level directories, a C-speed
+substring test first), and for the Triton core when two RECORDs claim its ``__init__.py``
+(known from discovery).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..base import ConflictError, Reason, reason_of
+from ..base import ConflictError, Reason, printable, reason_of
+from .directurl import install_source
 from .discovery import (
     Distribution,
     RecordSyntaxError,
@@ -34,6 +38,9 @@ from .discovery import (
 MAX_COMPARED = 16
 #: Files bigger than this are not hashed to decide it (libtriton.so is ~400 MB).
 MAX_HASHED_BYTES = 1 << 20
+#: Names, versions and paths in the advice are cut here: a hostile METADATA or RECORD must not
+#: make the one-line message unbounded.
+MAX_SHOWN = 120
 
 
 @dataclass(frozen=True)
@@ -46,22 +53,50 @@ class Overlap:
     on_disk: Distribution | None  # the one the shared files match (installed last); None: neither or both
 
     def describe(self) -> str:
-        count = len(self.shared)
+        """Both distributions, whose files are on disk, and for each one the commands that keep
+        it: one line, bounded, printable (names, versions and paths are hostile input)."""
+        head = f"{_label(self.first)} and {_label(self.second)}"
         if self.on_disk is None:
-            return (f"{self.first.label()} and {self.second.label()} both own {count} file(s) (e.g. "
-                    f"{self.shared[0]}); the files on disk match neither RECORD alone; repair: "
-                    f"{repair_command(self.first)}")
-        other = self.second if self.on_disk is self.first else self.first
-        return (f"{self.on_disk.label()} and {other.label()} both own {count} file(s) (e.g. {self.shared[0]}); "
-                f"the files on disk are {self.on_disk.label()}'s (installed last), so {other.label()} is broken; "
-                f"repair: {repair_command(other)}, or uninstall one of them")
+            state = "the files on disk match neither RECORD alone"
+            choices = (self.first, self.second)
+        else:
+            other = self.second if self.on_disk is self.first else self.first
+            head = f"{_label(self.on_disk)} and {_label(other)}"
+            state = (f"the files on disk are {_label(self.on_disk)}'s (installed last), "
+                     f"so {_label(other)} is broken")
+            choices = (other, self.on_disk)
+        keep = [f"to keep {_label(a)}: {keep_advice(a, b)}" for a, b in (choices, choices[::-1])]
+        return printable(f"{head} both own {len(self.shared)} file(s) (e.g. {_shown(self.shared[0])}); {state}; "
+                         f"{'; '.join(keep)} (uninstalling either removes the shared files, "
+                         f"so the one kept is reinstalled after)")
 
     def reason(self, path: str) -> Reason:
         return reason_of(ConflictError("files", path, self.describe()))
 
 
-def repair_command(dist: Distribution) -> str:
-    return f"pip install --force-reinstall --no-deps {dist.name}=={dist.version}"
+def keep_advice(keep: Distribution, drop: Distribution) -> str:
+    """The commands that leave ``keep`` the only owner of the shared files: ``drop`` uninstalled,
+    then ``keep`` reinstalled from the archive it came from (PEP 610). Never a bare
+    ``pip install NAME==VERSION``: an index may serve another build (an unsigned one) under it."""
+    from shlex import quote  # only a conflict is described: ``import triton`` does not pay
+
+    uninstall = f"`pip uninstall -y {quote(_shown(drop.name))}`"
+    source = install_source(keep.dist_info)
+    if source is not None:
+        return f"{uninstall} then `pip install --force-reinstall --no-deps {quote(source)}`"
+    pinned = quote(f"{_shown(keep.name)}=={_shown(keep.version)}")
+    return (f"{uninstall} then reinstall {_label(keep)} from the wheel, index or mirror it came from "
+            f"(source unknown; e.g. `pip install --force-reinstall --no-deps --index-url <that index> {pinned}`)")
+
+
+def _shown(text: str) -> str:
+    """``text`` as one printable piece of the advice, cut at MAX_SHOWN characters."""
+    text = printable(text)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
+def _label(dist: Distribution) -> str:
+    return f"{_shown(dist.name)} {_shown(dist.version)}"
 
 
 def record_rows(dist_info: str) -> dict[str, str]:
