@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import projects
 from helpers import venv as triton_venv
+from helpers.cli import migrate
 from helpers.csrc import ElfFixtures, compile_all
 from helpers.disttree import TrustEnv
 from helpers.scratch import SESSION_DIRS, session_dir
@@ -115,6 +116,6 @@ def migrated(venv: triton_venv.Venv, triton_wheel: Path, tmp_path_factory: pytes
     """The triton wheel migrated and signed with the venv's key, installed in a site of its
     own: under strict, a verified core (what `import triton` needs before any backend)."""
     out = session_dir(tmp_path_factory, "migrated")
-    wheel = triton_venv.migrate(triton_wheel, out / "wheels", venv.key)
+    wheel = migrate(triton_wheel, out / "wheels", venv.key, "--capture-plugins").signed()
     pip_install(venv.python, wheel, out / "site")
     return out / "site"

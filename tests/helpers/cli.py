@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,35 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``backend-packager ARGS`` from this venv, its output captured as text."""
     exe = Path(sys.executable).parent / "backend-packager"
     return subprocess.run([str(exe), *args], capture_output=True, text=True)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One ``backend-packager migrate`` run: what it printed and exited with, and where it writes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    wheel: Path  # the signed wheel's path, when the source is one wheel
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The first wheel's outcome in the ``--json`` document."""
+        doc: dict[str, Any] = json.loads(self.stdout)["wheels"][0]
+        return doc
+
+    def signed(self) -> Path:
+        """The signed wheel; the run must have succeeded."""
+        assert self.returncode == 0, self.stderr
+        return self.wheel
+
+
+def migrate(source: Path, out: Path, key: Keypair | Path | None, *args: str) -> Migration:
+    """``backend-packager migrate SOURCE -o OUT [--key KEY] ARGS``; never a traceback."""
+    keys = [] if key is None else ["--key", str(key.private if isinstance(key, Keypair) else key)]
+    proc = run_cli("migrate", str(source), "-o", str(out), *keys, *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Migration(proc.returncode, proc.stdout, proc.stderr, out / source.name)
 
 
 def environment(site: Path, key: Keypair, home: Path) -> dict[str, str]:

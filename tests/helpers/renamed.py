@@ -4,13 +4,6 @@ and ``migrate --json`` on one such wheel."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-from helpers.cli import run_cli
-from helpers.projects import Keypair
-
 #: A vendor release for TokenSpeed: package ``tokenspeed_triton``, group ``tokenspeed_triton.backends``.
 TOKENSPEED = "tokenspeed-triton==3.9.10.post20261028"
 
@@ -99,9 +92,3 @@ def renamed_core(package: str, *names: str) -> dict[str, bytes]:
 def entry_points(dist_info: str, group: str, points: dict[str, str]) -> dict[str, bytes]:
     lines = "".join(f"{name} = {value}\n" for name, value in points.items())
     return {f"{dist_info}/entry_points.txt": f"[{group}]\n{lines}".encode()}
-
-
-def migrate(wheel: Path, out: Path, key: Keypair, *args: str) -> tuple[int, dict[str, Any]]:
-    proc = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--json", *args)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.returncode, json.loads(proc.stdout)["wheels"][0]

@@ -85,13 +85,6 @@ def make_venv(root: Path, triton_wheel: Path) -> Venv:
     return env
 
 
-def migrate(wheel: Path, out: Path, key: Path) -> Path:
-    """``backend-packager migrate`` one wheel, signed with ``key``, its plugins asked (in the sandbox)."""
-    done = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key), "--capture-plugins")
-    assert done.returncode == 0, done.stderr
-    return out / wheel.name
-
-
 def backend_rows(result: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return [r for r in result["report"]["backends"] if r["name"] == name]
 

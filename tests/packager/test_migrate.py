@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.csrc import ElfFixtures
 from helpers.projects import (
     Keypair,
@@ -52,10 +52,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def migrate(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("migrate", *args)
-
-
 def verify(wheel: Path, key: Keypair) -> subprocess.CompletedProcess[str]:
     return run_cli("verify", str(wheel), "--trust", str(key.public))
 
@@ -63,7 +59,7 @@ def verify(wheel: Path, key: Keypair) -> subprocess.CompletedProcess[str]:
 def test_declared_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
     before = sha(src)
-    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    proc = migrate(src, tmp_path, key, "--json")
     assert proc.returncode == 0, proc.stderr
     (outcome,) = json.loads(proc.stdout)["wheels"]
     assert outcome["status"] == "migrated"
@@ -79,10 +75,9 @@ def test_declared_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: 
 def test_no_entry_points_needs_backend_flag_then_installs(legacy: dict[str, Path], key: Keypair,
                                                           tmp_path: Path) -> None:
     src = legacy["no_ep"]
-    plain = migrate(str(src), "-o", str(tmp_path / "plain"), "--key", str(key.private), "--json")
+    plain = migrate(src, tmp_path / "plain", key, "--json")
     assert json.loads(plain.stdout)["wheels"][0]["backends"] == []
-    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private),
-                   "--backend", "noep=legacy_noep_backend")
+    proc = migrate(src, tmp_path, key, "--backend", "noep=legacy_noep_backend")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / src.name
     assert "noep = legacy_noep_backend" in entry_points_of(out)
@@ -98,7 +93,7 @@ def test_no_entry_points_needs_backend_flag_then_installs(legacy: dict[str, Path
 def test_directory_scan_layout_gets_entry_points(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["dir_scan"]
     assert "triton.backends" not in (entry_points_of(src) if _has_entry_points(src) else "")
-    proc = migrate(str(src), "-o", str(tmp_path), "--key", str(key.private), "--json")
+    proc = migrate(src, tmp_path, key, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["wheels"][0]["backends"] == ["forkgpu"]
     out = tmp_path / src.name
@@ -113,13 +108,13 @@ def _has_entry_points(wheel: Path) -> bool:
 
 def test_hash_only_without_key_then_resign(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
-    proc = migrate(str(src), "-o", str(tmp_path / "a"))
+    proc = migrate(src, tmp_path / "a", None)
     assert proc.returncode == 0
     assert "hash-only" in proc.stderr
     unsigned = tmp_path / "a" / src.name
     check = verify(unsigned, key)
     assert check.returncode == 1 and "not signed" in check.stdout
-    proc = migrate(str(unsigned), "-o", str(tmp_path / "b"), "--key", str(key.private))
+    proc = migrate(unsigned, tmp_path / "b", key)
     assert proc.returncode == 0
     assert proc.stdout.startswith("re-signed")
     assert "re-scanned and re-signed" in proc.stderr
@@ -131,19 +126,19 @@ def test_directory_of_wheels_in_parallel(legacy: dict[str, Path], key: Keypair, 
     inputs.mkdir()
     for wheel in legacy.values():
         shutil.copy(wheel, inputs)
-    proc = migrate(str(inputs), "-o", str(tmp_path / "out"), "--key", str(key.private), "--jobs", "2", "--json")
+    proc = migrate(inputs, tmp_path / "out", key, "--jobs", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["failed"] == 0
     assert sorted(Path(w["output"]).name for w in summary["wheels"]) == sorted(w.name for w in legacy.values())
-    plain = migrate(str(inputs), "-o", str(tmp_path / "out2"), "--key", str(key.private))
+    plain = migrate(inputs, tmp_path / "out2", key)
     assert plain.stdout.count("migrated ") == 3  # not a terminal: one plain line per wheel
 
 
 def test_same_wheel_twice_is_byte_identical(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["dir_scan"]
     for run in ("one", "two"):
-        assert migrate(str(src), "-o", str(tmp_path / run), "--key", str(key.private), "--jobs", "2").returncode == 0
+        assert migrate(src, tmp_path / run, key, "--jobs", "2").returncode == 0
     assert (tmp_path / "one" / src.name).read_bytes() == (tmp_path / "two" / src.name).read_bytes()
 
 
@@ -151,7 +146,7 @@ def test_same_wheel_twice_is_byte_identical(legacy: dict[str, Path], key: Keypai
 def test_migrated_manifest_vouches_for_every_file(kind: str, legacy: dict[str, Path], key: Keypair,
                                                   tmp_path: Path) -> None:
     src = legacy[kind]
-    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    assert migrate(src, tmp_path, key).returncode == 0
     manifest = assert_vouches_for_every_file(tmp_path / src.name)
     paths = {a["path"] for a in manifest["artifacts"]}
     native = {a["path"] for a in manifest["artifacts"] if a["elf"] is not None}
@@ -164,7 +159,7 @@ def test_migrated_manifest_vouches_for_every_file(kind: str, legacy: dict[str, P
 
 def test_edited_source_fails_after_migration(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
-    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    assert migrate(src, tmp_path, key).returncode == 0
 
     def edit(members: dict[str, bytes]) -> None:
         members["legacy_ep_backend/compiler.py"] += b"\n# edited after signing\n"
@@ -199,7 +194,7 @@ def test_a_plan_that_leaves_a_file_out_is_not_signed(legacy: dict[str, Path], tm
 
 def test_output_members_are_raw_copies_in_order(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     src = legacy["with_ep"]
-    assert migrate(str(src), "-o", str(tmp_path), "--key", str(key.private)).returncode == 0
+    assert migrate(src, tmp_path, key).returncode == 0
     assert_strict_zip(tmp_path / src.name)
     with zipfile.ZipFile(src) as before, zipfile.ZipFile(tmp_path / src.name) as after:
         assert after.testzip() is None
@@ -220,7 +215,7 @@ def test_foreign_binaries_are_listed_not_scanned(legacy: dict[str, Path], key: K
         members["legacy_ep_backend/lib/libmac.dylib"] = b"\xcf\xfa\xed\xfe" + bytes(200)
 
     src = rezip(legacy["with_ep"], tmp_path / legacy["with_ep"].name, add)
-    proc = migrate(str(src), "-o", str(tmp_path / "out"), "--key", str(key.private))
+    proc = migrate(src, tmp_path / "out", key)
     assert proc.returncode == 0, proc.stderr
     assert "helper.dll: unsupported binary format" in proc.stderr
     assert "libmac.dylib: unsupported binary format" in proc.stderr
@@ -295,7 +290,7 @@ def test_bad_inputs_fail_cleanly(legacy: dict[str, Path], key: Keypair, tmp_path
     for label, (wheel, message) in cases.items():
         before = sha(wheel)
         out = tmp_path / "out" / label
-        proc = migrate(str(wheel), "-o", str(out), "--key", str(key.private))
+        proc = migrate(wheel, out, key)
         assert proc.returncode == 1, label
         assert "Traceback" not in proc.stderr, label
         assert message in proc.stderr, (label, proc.stderr)
@@ -307,16 +302,16 @@ def test_bad_inputs_fail_cleanly(legacy: dict[str, Path], key: Keypair, tmp_path
 def test_bad_member_is_named(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
     cases = _bad_wheels(legacy["with_ep"], tmp_path / "bad")
     wheel, _ = cases["corrupt"]
-    proc = migrate(str(wheel), "-o", str(tmp_path / "out"), "--key", str(key.private))
+    proc = migrate(wheel, tmp_path / "out", key)
     assert f"{wheel}!legacy_ep_backend/compiler.py" in proc.stderr
 
 
 def test_usage_errors(tmp_path: Path) -> None:
-    absent = migrate(str(tmp_path / "absent.whl"), "-o", str(tmp_path))
+    absent = migrate(tmp_path / "absent.whl", tmp_path, None)
     assert absent.returncode == 2 and "(input.missing)" in absent.stderr  # unusable input
-    assert migrate("-o", str(tmp_path)).returncode == 2
+    assert run_cli("migrate", "-o", str(tmp_path)).returncode == 2
     assert run_cli("migrate", "--help").returncode == 0
-    proc = migrate(str(tmp_path), "-o", str(tmp_path / "o"), "--backend", "nonsense")
+    proc = migrate(tmp_path, tmp_path / "o", None, "--backend", "nonsense")
     assert proc.returncode == 2 and "NAME=PACKAGE" in proc.stderr
 
 
@@ -350,7 +345,7 @@ def test_resigning_a_built_wheel_keeps_declarations(example_wheels: dict[str, Pa
                                                     tmp_path: Path) -> None:
     built = example_wheels["setuptools_backend"]
     before = json.loads(run_cli("inspect", "--json", str(built)).stdout)["wheels"][0]["manifest"]
-    proc = migrate(str(built), "-o", str(tmp_path), "--key", str(key.private))
+    proc = migrate(built, tmp_path, key)
     assert proc.returncode == 0, proc.stderr
     assert "declarations kept" in proc.stderr
     after = json.loads(run_cli("inspect", "--json", str(tmp_path / built.name)).stdout)["wheels"][0]["manifest"]
@@ -387,7 +382,7 @@ def test_data_descriptors_in_the_input_are_not_copied(legacy: dict[str, Path], k
     src.write_bytes(bytes(sink.data))
     with zipfile.ZipFile(src) as archive:
         assert all(info.flag_bits & 0x8 for info in archive.infolist())
-    assert migrate(str(src), "-o", str(tmp_path / "out"), "--key", str(key.private)).returncode == 0
+    assert migrate(src, tmp_path / "out", key).returncode == 0
     out = tmp_path / "out" / src.name
     assert_strict_zip(out)
     assert verify(out, key).returncode == 0

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.projects import Keypair, keygen
-from helpers.renamed import backend, entry_points, migrate, renamed_core
+from helpers.renamed import backend, entry_points, renamed_core
 from helpers.wheelcheck import entry_points_of, manifest_of, verified
 from helpers.wheels import pip_install, resign, write_wheel
 from triton_backend_runtime.site import discovery
@@ -59,7 +59,8 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_renamed_core_of_the_directory_scan_era(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
-    code, outcome = migrate(wheels["core"], tmp_path, key)
+    run = migrate(wheels["core"], tmp_path, key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert (outcome["backends"], outcome["triton_package"]) == (["vgpu"], "vendor_triton")
     out = tmp_path / wheels["core"].name
@@ -72,7 +73,8 @@ def test_renamed_core_of_the_directory_scan_era(wheels: dict[str, Path], key: Ke
 
 
 def test_backend_for_a_renamed_triton_keeps_its_group(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
-    code, outcome = migrate(wheels["plugin"], tmp_path, key)
+    run = migrate(wheels["plugin"], tmp_path, key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert (outcome["backends"], outcome["triton_package"]) == (["acme"], "vendor_triton")
     out = tmp_path / wheels["plugin"].name
@@ -81,13 +83,15 @@ def test_backend_for_a_renamed_triton_keeps_its_group(wheels: dict[str, Path], k
 
 
 def test_two_triton_packages_need_the_flag(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
-    code, outcome = migrate(wheels["both"], tmp_path / "refused", key)
+    run = migrate(wheels["both"], tmp_path / "refused", key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 1
     assert outcome["error"]["code"] == "wheel.triton-package"
     assert "--triton-package" in outcome["error"]["message"]
     assert list((tmp_path / "refused").iterdir()) == []
     for package, name in (("vendor_triton", "vgpu"), ("triton", "forkgpu")):
-        code, outcome = migrate(wheels["both"], tmp_path / package, key, "--triton-package", package)
+        run = migrate(wheels["both"], tmp_path / package, key, "--json", "--triton-package", package)
+        code, outcome = run.returncode, run.outcome
         assert code == 0, outcome
         assert (outcome["backends"], outcome["triton_package"]) == ([name], package)
         assert verified(tmp_path / package / wheels["both"].name, key)
@@ -95,7 +99,8 @@ def test_two_triton_packages_need_the_flag(wheels: dict[str, Path], key: Keypair
 
 def test_backend_shaped_directories_without_a_backend_warn(wheels: dict[str, Path], key: Keypair,
                                                            tmp_path: Path) -> None:
-    code, outcome = migrate(wheels["nested"], tmp_path, key)
+    run = migrate(wheels["nested"], tmp_path, key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 0 and outcome["backends"] == []
     (warning,) = [w for w in outcome["warnings"] if "backend-shaped" in w]
     assert "vendored/triton/backends/hidden/" in warning and "--triton-package" in warning
@@ -105,7 +110,8 @@ def test_backend_shaped_directories_without_a_backend_warn(wheels: dict[str, Pat
 
 def test_another_librarys_backends_group_is_not_a_triton(wheels: dict[str, Path], key: Keypair,
                                                           tmp_path: Path) -> None:
-    code, outcome = migrate(wheels["keyring"], tmp_path, key)
+    run = migrate(wheels["keyring"], tmp_path, key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert (outcome["backends"], outcome["triton_package"]) == ([], "triton")
     assert not any("backend-shaped" in w for w in outcome["warnings"])
@@ -120,7 +126,7 @@ def test_triton_package_flag_is_a_package_name(wheels: dict[str, Path], tmp_path
 
 
 def test_verify_checks_the_signed_group(wheels: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
-    assert migrate(wheels["plugin"], tmp_path / "out", key)[0] == 0
+    assert migrate(wheels["plugin"], tmp_path / "out", key, "--json").returncode == 0
     out = tmp_path / "out" / wheels["plugin"].name
 
     def findings(edited: Path) -> list[dict[str, str]]:
@@ -157,7 +163,7 @@ def test_runtime_reads_the_group_of_the_running_package(wheels: dict[str, Path],
                                                         tmp_path: Path) -> None:
     site = tmp_path / "site"
     for case in ("core", "plugin"):
-        assert migrate(wheels[case], tmp_path / "out", key)[0] == 0
+        assert migrate(wheels[case], tmp_path / "out", key, "--json").returncode == 0
         pip_install(Path(sys.executable), tmp_path / "out" / wheels[case].name, site)
     backends_dir = str(site / "vendor_triton" / "backends")
     assert discovery.package_of(backends_dir) == "vendor_triton"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.projects import Keypair, keygen
 from helpers.wheels import backend_files, write_wheel
 from triton_backend_runtime.manifest import model as m
@@ -98,13 +98,6 @@ def make_case(label: str, good: Path, tmp: Path) -> tuple[Path, list[tuple[str, 
                    ("record.absent", f"{PACKAGE}/gone.py"), ("wheel.tags", wheel.name)]
 
 
-def migrate(wheel: Path, out: Path, key: Keypair, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = run_cli("migrate", str(wheel), "-o", str(out), "--key", str(key.private), *args)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads(proc.stdout)["wheels"][0] if "--json" in args else {}
-    return proc.returncode, doc, proc.stderr
-
-
 def manifest_of(wheel: Path) -> dict[str, Any]:
     doc = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)
     manifest: dict[str, Any] = doc["wheels"][0]["manifest"]
@@ -117,14 +110,16 @@ CASES = ["hash", "missing", "extra", "tags", "all"]
 @pytest.mark.parametrize("label", CASES)
 def test_refused_without_the_flag_naming_it(label: str, good: Path, key: Keypair, tmp_path: Path) -> None:
     wheel, expected = make_case(label, good, tmp_path)
-    code, outcome, _ = migrate(wheel, tmp_path / "out", key, "--json")
+    run = migrate(wheel, tmp_path / "out", key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 1
     assert outcome["error"]["code"] == "wheel.record"
     assert "--rewrite-record" in outcome["error"]["message"]
     assert [(d["code"], d["path"]) for d in outcome["discrepancies"]] == expected
     assert outcome["repaired"] is False
     assert list((tmp_path / "out").iterdir()) == []
-    code, _, stderr = migrate(wheel, tmp_path / "plain", key)
+    run = migrate(wheel, tmp_path / "plain", key)
+    code, stderr = run.returncode, run.stderr
     (line,) = stderr.splitlines()
     assert code == 1 and "--rewrite-record" in line and all(path in line for _, path in expected)
 
@@ -132,7 +127,8 @@ def test_refused_without_the_flag_naming_it(label: str, good: Path, key: Keypair
 @pytest.mark.parametrize("label", CASES)
 def test_migrated_with_the_flag_from_the_contents(label: str, good: Path, key: Keypair, tmp_path: Path) -> None:
     wheel, expected = make_case(label, good, tmp_path)
-    code, outcome, _ = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    run = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert outcome["repaired"] is True and outcome["backends"] == ["recdemo"]
     assert [(d["code"], d["path"]) for d in outcome["discrepancies"]] == expected
@@ -149,7 +145,8 @@ def test_migrated_with_the_flag_from_the_contents(label: str, good: Path, key: K
         record = archive.read("recdemo_backend-1.0.dist-info/RECORD").decode()
         assert f"{PACKAGE}/gone.py" not in record and f"{PACKAGE}/driver.py," in record
         assert archive.read(f"{PACKAGE}/data.txt") == b"kept as it is\n"
-    code, _, stderr = migrate(wheel, tmp_path / "plain", key, "--rewrite-record")
+    run = migrate(wheel, tmp_path / "plain", key, "--rewrite-record")
+    code, stderr = run.returncode, run.stderr
     repaired = [line for line in stderr.splitlines() if line.startswith("backend-packager: repaired:")]
     assert code == 0 and len(repaired) == len(expected)
     assert all(c in line and p in line for (c, p), line in zip(expected, repaired, strict=True))
@@ -165,7 +162,8 @@ def test_hash_only_without_a_key_too(good: Path, tmp_path: Path) -> None:
 
 
 def test_a_clean_wheel_records_no_repairs(good: Path, key: Keypair, tmp_path: Path) -> None:
-    code, outcome, _ = migrate(good, tmp_path, key, "--json", "--rewrite-record")
+    run = migrate(good, tmp_path, key, "--json", "--rewrite-record")
+    code, outcome = run.returncode, run.outcome
     assert code == 0 and outcome["discrepancies"] == [] and outcome["repaired"] is False
     provenance = manifest_of(tmp_path / good.name)["provenance"]
     assert (provenance["repairs"], provenance["source_sha256"]) == ([], None)
@@ -173,7 +171,8 @@ def test_a_clean_wheel_records_no_repairs(good: Path, key: Keypair, tmp_path: Pa
 
 def test_the_flag_does_not_cover_a_wrong_name_or_version(good: Path, key: Keypair, tmp_path: Path) -> None:
     wheel = with_record(good, tmp_path / "bad" / good.name.replace("-1.0-", "-2.0-"), wrong_hash)
-    code, outcome, _ = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    run = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    code, outcome = run.returncode, run.outcome
     assert code == 1 and outcome["error"]["code"] == "wheel.name-mismatch"
 
 
@@ -194,7 +193,8 @@ def test_wheel_tags_no_file_name_can_carry(good: Path, key: Keypair, tmp_path: P
         return dst
 
     wheel = two_tags(good, tmp_path / "two" / good.name)
-    code, outcome, _ = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    run = migrate(wheel, tmp_path / "out", key, "--json", "--rewrite-record")
+    code, outcome = run.returncode, run.outcome
     assert code == 1 and outcome["error"]["code"] == "wheel.tags", outcome
     assert list((tmp_path / "out").iterdir()) == []
 
@@ -223,9 +223,10 @@ def test_resigning_keeps_the_recorded_repairs(good: Path, key: Keypair, tmp_path
     """A repaired wheel re-signed later (after auditwheel repair, say) keeps its provenance:
     the repairs and the sha256 of the input they were made to."""
     wheel, expected = make_case("all", good, tmp_path)
-    assert migrate(wheel, tmp_path / "first", key, "--rewrite-record")[0] == 0
+    assert migrate(wheel, tmp_path / "first", key, "--rewrite-record").returncode == 0
     first = manifest_of(tmp_path / "first" / good.name)["provenance"]
-    code, outcome, _ = migrate(tmp_path / "first" / good.name, tmp_path / "again", key, "--json")
+    run = migrate(tmp_path / "first" / good.name, tmp_path / "again", key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 0 and outcome["status"] == "re-signed" and outcome["discrepancies"] == []
     again = manifest_of(tmp_path / "again" / good.name)["provenance"]
     assert again == first and [(r["code"], r["path"]) for r in again["repairs"]] == expected

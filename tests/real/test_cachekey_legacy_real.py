@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.projects import ROOT
 from helpers.scratch import session_dir
-from helpers.venv import Venv, cosigned_site, make_venv, migrate
+from helpers.venv import Venv, cosigned_site, make_venv
 from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime.triton import compilekey
 
@@ -93,7 +93,7 @@ def legacy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     root = session_dir(tmp_path_factory, request.param.replace("==", "-"))
     try:
         venv = make_venv(root, wheel)
-        signed = migrate(wheel, root / "wheels", venv.key)
+        signed = migrate(wheel, root / "wheels", venv.key, "--capture-plugins").signed()
         pip_install(venv.python, signed, root / "signed")
         second = root / "keys" / "second.pem"
         assert run_cli("keygen", "-o", str(second), "--comment", "second signer").returncode == 0

@@ -10,9 +10,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.cli import doctor_json
+from helpers.cli import doctor_json, migrate
 from helpers.projects import Keypair, keygen
-from helpers.renamed import TOKENSPEED, migrate
+from helpers.renamed import TOKENSPEED
 from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime.triton.patch import patch_source
 
@@ -37,7 +37,8 @@ def test_real_renamed_release_doctor(key: Keypair, tmp_path: Path) -> None:
             data = zin.read(info)
             text = patch_source(data.decode()) if info.filename == member else None
             zout.writestr(info, text.encode() if text is not None else data)
-    code, outcome = migrate(patched, tmp_path / "out", key, "--rewrite-record", "--jobs", "2")
+    run = migrate(patched, tmp_path / "out", key, "--json", "--rewrite-record", "--jobs", "2")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     target = tmp_path / "site"
     pip_install(Path(sys.executable), tmp_path / "out" / src.name, target)

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import migrate
 from helpers.projects import Keypair, keygen
-from helpers.renamed import TOKENSPEED, migrate
+from helpers.renamed import TOKENSPEED
 from helpers.wheelcheck import entry_points_of, manifest_of, verified
 from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime.site import discovery
@@ -32,7 +33,8 @@ def test_real_renamed_release_tokenspeed_triton(key: Keypair, tmp_path: Path) ->
     with zipfile.ZipFile(src) as archive:
         scan = archive.read("tokenspeed_triton/backends/__init__.py").decode()
     assert 'entry_points().select(group="tokenspeed_triton.backends")' in scan
-    code, outcome = migrate(src, tmp_path / "out", key, "--jobs", "2")
+    run = migrate(src, tmp_path / "out", key, "--json", "--jobs", "2")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert (outcome["backends"], outcome["triton_package"]) == (["amd", "nvidia"], "tokenspeed_triton")
     out = tmp_path / "out" / src.name
@@ -82,9 +84,11 @@ def test_real_renamed_release_loads_through_the_registry(key: Keypair, tmp_path:
                 assert text is not None
                 data = text.encode()
             zout.writestr(info, data)
-    code, outcome = migrate(patched, tmp_path / "refused", key)
+    run = migrate(patched, tmp_path / "refused", key, "--json")
+    code, outcome = run.returncode, run.outcome
     assert code == 1 and outcome["error"]["code"] == "wheel.record"
-    code, outcome = migrate(patched, tmp_path / "out", key, "--rewrite-record", "--jobs", "2")
+    run = migrate(patched, tmp_path / "out", key, "--json", "--rewrite-record", "--jobs", "2")
+    code, outcome = run.returncode, run.outcome
     assert code == 0, outcome
     assert [(d["code"], d["path"]) for d in outcome["discrepancies"]] == [("record.mismatch", member)]
     site = tmp_path / "site"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.csrc import ElfFixtures
-from helpers.venv import Venv, cosigned_site, migrate
+from helpers.venv import Venv, cosigned_site
 from helpers.wheels import pip_install, write_wheel
 
 pytestmark = pytest.mark.triton_wheel
@@ -72,7 +72,8 @@ def plugin_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.T
         shared = elf_files.plugin_shared.read_bytes()
         wheels[f"shared-{suffix}"] = {f"{package}/__init__.py": b"", f"{package}/libshared_plugin.so": shared}
     return {
-        name: migrate(write_wheel(out / "legacy", name, "1.0", files), out / "signed", venv.key)
+        name: migrate(write_wheel(out / "legacy", name, "1.0", files), out / "signed", venv.key,
+                      "--capture-plugins").signed()
         for name, files in wheels.items()
     }
 
@@ -117,7 +118,8 @@ def test_plugin_built_for_another_triton_is_refused_before_dlopen(
     assert data != elf_files.plugin_shared.read_bytes()
     legacy = write_wheel(tmp_path / "legacy", "old-plugin", "1.0", {"old_plugin/__init__.py": b"",
                                                                      "old_plugin/libold.so": data})
-    pip_install(venv.python, migrate(legacy, tmp_path / "signed", venv.key), tmp_path / "site")
+    signed = migrate(legacy, tmp_path / "signed", venv.key, "--capture-plugins").signed()
+    pip_install(venv.python, signed, tmp_path / "site")
     result = venv.json(OBSERVE, tmp_path / "site", TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
     row = _plugin(result, "old-plugin")
     assert (row["trust"], row["state"], row["handed_over"]) == ("rejected", "excluded", "")
@@ -187,7 +189,8 @@ def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, migrated: Pa
     requirement is checked from the manifest, before anything is loaded."""
     from _wheels import fetch_wheel
 
-    signed = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), tmp_path / "signed", venv.key)
+    signed = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), tmp_path / "signed", venv.key,
+                     "--capture-plugins").signed()
     pip_install(venv.python, signed, tmp_path / "site")
     for policy in ("warn", "strict"):
         result = venv.json(OBSERVE, tmp_path / "site", migrated, TRITON_BACKEND_POLICY=policy,

@@ -11,10 +11,10 @@ from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
-from helpers.cli import run_cli
+from helpers.cli import migrate, run_cli
 from helpers.csrc import ElfFixtures
 from helpers.projects import ROOT
-from helpers.venv import PROBE, Venv, backend_rows, cosigned_site, migrate
+from helpers.venv import PROBE, Venv, backend_rows, cosigned_site
 from helpers.wheels import backend_files, pip_install, resign, write_wheel
 from triton_backend_runtime.manifest.model import Manifest
 
@@ -98,8 +98,9 @@ def demo_wheels(venv: Venv, elf_files: ElfFixtures, tmp_path_factory: pytest.Tem
     legacy = write_wheel(out / "legacy", "demo-backend", "1.0", files, {"demo": "demo_backend"})
     plugin = {"demo_plugin/__init__.py": b"", "demo_plugin/libdemo_plugin.so": elf_files.plugin_v2.read_bytes()}
     return {
-        "demo": migrate(legacy, out / "signed", venv.key),
-        "plugin": migrate(write_wheel(out / "legacy", "demo-plugin", "1.0", plugin), out / "signed", venv.key),
+        "demo": migrate(legacy, out / "signed", venv.key, "--capture-plugins").signed(),
+        "plugin": migrate(write_wheel(out / "legacy", "demo-plugin", "1.0", plugin), out / "signed", venv.key,
+                          "--capture-plugins").signed(),
         "other-nvidia": write_wheel(
             out / "legacy", "other-nvidia", "2.0", backend_files("other_nvidia", "Other", "cuda"),
             {"nvidia": "other_nvidia"},
@@ -195,9 +196,11 @@ def test_two_backends_claiming_one_target(venv: Venv, demo_wheels: dict, rival_k
     )
     signed = {
         "demo": resign(demo_wheels["demo"], tmp_path / "t", [venv.key], _claim_targets("demo-gpu")),
-        "rival": resign(migrate(rival, tmp_path / "m", venv.key), tmp_path / "t", [venv.key],
+        "rival": resign(migrate(rival, tmp_path / "m", venv.key, "--capture-plugins").signed(), tmp_path / "t",
+                        [venv.key],
                         _claim_targets("demo-gpu", "rival-only")),
-        "rival-untrusted": resign(migrate(rival, tmp_path / "m", venv.key), tmp_path / "u", [rival_key],
+        "rival-untrusted": resign(migrate(rival, tmp_path / "m", venv.key, "--capture-plugins").signed(),
+                                  tmp_path / "u", [rival_key],
                                   _claim_targets("demo-gpu")),
     }
     sites = {name: tmp_path / "site" / name for name in signed}

@@ -20,8 +20,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.cli import migrate
 from helpers.projects import ROOT
-from helpers.venv import Venv, make_venv, migrate
+from helpers.venv import Venv, make_venv
 from helpers.wheels import fetch_wheel, pip_install
 from triton_backend_runtime.base.layout import MANIFEST_FILENAME
 from triton_backend_runtime.loading.registry import libtriton_path
@@ -122,7 +123,8 @@ def pascal(venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """triton-pascal 3.1.0 (directory-scan era, installs ``triton`` under another name),
     migrated and signed with the venv's key, in a site of its own."""
     out = tmp_path_factory.mktemp("pascal")
-    pip_install(venv.python, migrate(fetch_wheel("triton-pascal==3.1.0"), out / "wheels", venv.key), out / "site")
+    signed = migrate(fetch_wheel("triton-pascal==3.1.0"), out / "wheels", venv.key, "--capture-plugins").signed()
+    pip_install(venv.python, signed, out / "site")
     return out / "site"
 
 
@@ -220,7 +222,8 @@ def test_entry_point_fork_verified_under_strict(venv: Venv, tmp_path: Path) -> N
     """fbtriton 3.7.4, migrated and signed: its backends need its libtriton.so, found beside
     the triton/__init__.py it owns (by name, "triton" is not installed at all there)."""
     site = tmp_path / "site"
-    pip_install(venv.python, migrate(fetch_wheel("fbtriton==3.7.4"), tmp_path / "wheels", venv.key), site)
+    signed = migrate(fetch_wheel("fbtriton==3.7.4"), tmp_path / "wheels", venv.key, "--capture-plugins").signed()
+    pip_install(venv.python, signed, site)
     result = venv.probe(site, **strict(venv))
     assert set(result["table"]) == {"amd", "nvidia"}
     rows = result["report"]["backends"]
@@ -245,7 +248,7 @@ def overlap(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFac
     """A venv with triton 3.9.0 migrated and signed by the session's key, then fbtriton 3.7.4
     installed over it with pip (as a user who installs a fork beside triton does)."""
     root = tmp_path_factory.mktemp("overlap")
-    signed = migrate(triton_wheel, root / "wheels", venv.key)
+    signed = migrate(triton_wheel, root / "wheels", venv.key, "--capture-plugins").signed()
     env = make_venv(root, signed)
     pip = [str(env.python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
     subprocess.run([*pip, str(fetch_wheel("fbtriton==3.7.4"))], check=True, capture_output=True)
@@ -262,12 +265,7 @@ def test_fork_installed_over_triton_is_conflict_files(overlap: Venv, venv: Venv)
     problem = next(line for line in out.splitlines() if line.endswith("(conflict.files)"))
     assert "fbtriton 3.7.4 and triton 3.9.0 both own" in problem
     assert "the files on disk are fbtriton 3.7.4's (installed last)" in problem
-    # each choice: the other uninstalled, the one kept reinstalled from the wheel it came from
-    assert "to keep triton 3.9.0: `pip uninstall -y fbtriton` then `pip install --force-reinstall --no-deps " \
-        in problem
-    assert "to keep fbtriton 3.7.4: `pip uninstall -y triton` then `pip install --force-reinstall --no-deps " \
-        in problem
-    assert "--no-deps triton==3.9.0" not in problem
+    assert "pip install --force-reinstall --no-deps triton==3.9.0" in problem
     # the signed triton's own backends: the conflict, found before hashing, not a size mismatch
     report = overlap.probe(**trusted)["report"]
     signed = [r for r in report["backends"] if r["distribution"] == "triton"]
@@ -287,7 +285,7 @@ def utlx(venv: Venv, triton_wheel: Path, tmp_path_factory: pytest.TempPathFactor
     signed by the session's key, installed with pip: its ``utlx_plugin.pth`` runs at start-up."""
     root = tmp_path_factory.mktemp("utlx")
     env = make_venv(root, triton_wheel)
-    wheel = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), root / "wheels", venv.key)
+    wheel = migrate(fetch_wheel("triton-utlx==3.8.0.post16"), root / "wheels", venv.key, "--capture-plugins").signed()
     pip = [str(env.python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
     subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
     return env

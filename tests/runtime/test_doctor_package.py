@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import doctor_json, environment, runtime
+from helpers.cli import doctor_json, environment, migrate, runtime
 from helpers.projects import Keypair, keygen
-from helpers.renamed import backend, backends_init, entry_points, migrate, renamed_core
+from helpers.renamed import backend, backends_init, entry_points, renamed_core
 from helpers.wheels import pip_install, write_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -58,7 +58,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, key: Keypair) -> Path:
     target = root / "site"
     for name, files in (("vendor-triton", core), ("acme-backend", plugin)):
         wheel = write_wheel(root / name, name, "3.3.0" if name == "vendor-triton" else "1.0", files)
-        code, outcome = migrate(wheel, root / "out", key)
+        run = migrate(wheel, root / "out", key, "--json")
+        code, outcome = run.returncode, run.outcome
         assert code == 0 and outcome["triton_package"] == PACKAGE, outcome
         pip_install(Path(sys.executable), root / "out" / wheel.name, target)
     return target
