@@ -265,7 +265,12 @@ def test_fork_installed_over_triton_is_conflict_files(overlap: Venv, venv: Venv)
     problem = next(line for line in out.splitlines() if line.endswith("(conflict.files)"))
     assert "fbtriton 3.7.4 and triton 3.9.0 both own" in problem
     assert "the files on disk are fbtriton 3.7.4's (installed last)" in problem
-    assert "pip install --force-reinstall --no-deps triton==3.9.0" in problem
+    # each choice: the other uninstalled, the one kept reinstalled from the wheel it came from
+    assert "to keep triton 3.9.0: `pip uninstall -y fbtriton` then `pip install --force-reinstall --no-deps " \
+        in problem
+    assert "to keep fbtriton 3.7.4: `pip uninstall -y triton` then `pip install --force-reinstall --no-deps " \
+        in problem
+    assert "--no-deps triton==3.9.0" not in problem
     # the signed triton's own backends: the conflict, found before hashing, not a size mismatch
     report = overlap.probe(**trusted)["report"]
     signed = [r for r in report["backends"] if r["distribution"] == "triton"]
