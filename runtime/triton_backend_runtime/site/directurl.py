@@ -12,9 +12,10 @@ install from an index leaves no such file at all: pip does not record the index.
 
 from __future__ import annotations
 
+import json
 import os
 
-from ..base import TrustError, jsonlimits, read_regular
+from ..base import TrustError, read_regular
 
 #: pip writes well under 1 KiB: a URL and a hash.
 MAX_BYTES = 16 << 10
@@ -30,8 +31,11 @@ def install_source(dist_info: str) -> str | None:
     path = os.path.join(dist_info, DIRECT_URL)
     try:
         data = read_regular(path, MAX_BYTES, follow_symlinks=False)
-        record = jsonlimits.loads(data, path, TrustError, limit=MAX_BYTES)
-    except TrustError:  # RegularFileError too: missing, a FIFO, a link, too big, not JSON
+    except TrustError:  # RegularFileError: missing, a FIFO, a link, too big
+        return None
+    try:  # within MAX_BYTES the parser's own recursion limit is the only depth bound needed
+        record = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the limit
         return None
     if not isinstance(record, dict) or not isinstance(record.get("archive_info"), dict):
         return None  # an index, a directory or a VCS checkout: no one archive to name
