@@ -1,7 +1,8 @@
 """The ``backend-packager`` command line.
 
 Exit codes: 0 success; 1 the command ran and found a problem (a file failed to scan, a
-wheel failed to verify); 2 bad usage or unusable input (argparse's own convention).
+wheel failed to verify); 2 bad usage (argparse's own convention) or unusable input, every
+``input.*`` error.
 Errors print as one line, ``backend-packager: error: PATH: DETAIL``, never a traceback.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from triton_backend_runtime.cli import run_command
+from triton_backend_runtime.cli import parse, run_command
 
 from .clioutput import PROG, USAGE_ERRORS
 from .cliparser import build_parser
@@ -18,5 +19,5 @@ from .cliparser import build_parser
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Every failure ends here as one line (and, with ``--json``, one
     object on stdout) and an exit code: never a traceback, unless ``-v`` asks for one."""
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     return run_command(PROG, args, lambda: args.func(args), USAGE_ERRORS)

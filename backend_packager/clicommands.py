@@ -19,6 +19,7 @@ from .base import InputError, TrustError
 from .clikeys import key_paths, signing_key
 from .clioutput import (
     end_progress,
+    exit_for,
     fail_line,
     key_label,
     print_adoption,
@@ -48,8 +49,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"backend-packager: warning: {warning}", file=sys.stderr)
     for error in result.errors:
-        print(f"backend-packager: error: {error}", file=sys.stderr)
-    return EXIT_FAILED if result.errors else EXIT_OK
+        print(f"backend-packager: error: {error} ({error.code})", file=sys.stderr)
+    return exit_for(result.errors)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -130,7 +131,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     elif bar.enabled:
         for outcome in outcomes:
             print_outcome(outcome, args.quiet)
-    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+    return exit_for(o.error for o in outcomes)
 
 
 def _wheels_in(paths: list[Path]) -> list[Path]:
@@ -146,13 +147,9 @@ def _wheels_in(paths: list[Path]) -> list[Path]:
 def cmd_adopt(args: argparse.Namespace) -> int:
     """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
     RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
-    from .base import ConfigError
     from .commands.adopt import adopt
 
-    try:
-        key = signing_key(args.key)
-    except ConfigError as exc:
-        raise InputError("key", exc.path, exc.detail) from None
+    key = signing_key(args.key)
     if key is None:
         raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
     if args.site_packages is not None and not args.site_packages.is_dir():
@@ -167,9 +164,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))
     for outcome in outcomes:
         print_adoption(outcome, args.quiet or args.json)
-    if any(isinstance(o.error, InputError) for o in outcomes):
-        return EXIT_USAGE
-    return EXIT_FAILED if any(o.error for o in outcomes) else EXIT_OK
+    return exit_for(o.error for o in outcomes)
 
 
 def interpreter_sites() -> list[Path]:
@@ -191,7 +186,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     bars: list[WheelProgress] = []
 
     def start(paths: list[Path]) -> None:
-        bars.append(WheelProgress([p for p in paths if p.exists()], enabled=False if args.json else None))
+        bars.append(WheelProgress([p for p in paths if p.exists()], enabled=False if args.json or args.quiet else None))
 
     def done(path: Path, result: Any) -> None:
         if bars:
@@ -208,8 +203,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     try:
         key = signing_key(args.key)
         if key is None:
-            print("backend-packager: error: mirror needs --key (or $BACKEND_PACKAGER_SIGNING_KEY)", file=sys.stderr)
-            return EXIT_USAGE
+            raise InputError("key", "--key", "mirror signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
                             capture=_capture_policy(args))
@@ -222,23 +216,19 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run.as_dict(), indent=1))
     else:
-        print_mirror(run)
+        print_mirror(run, args.quiet)
+    if any(r.error and str(r.error["code"]).startswith("input.") for r in run.results):
+        return EXIT_USAGE
     return EXIT_FAILED if run.failed else EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from triton_backend_runtime.trust import TrustStore, parse_key_file
+    from triton_backend_runtime.cli import public_key_file
+    from triton_backend_runtime.trust import TrustStore
 
-    from .base import read_input
     from .commands import verify_wheel
 
-    keys = []
-    for path in args.trust:
-        try:
-            text = read_input(path, 1 << 20).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError("trust", str(path), "cannot read key file: not UTF-8 text") from None
-        keys += parse_key_file(text, str(path))
+    keys = [key for path in args.trust for key in public_key_file(str(path))[1]]
     store = TrustStore.of(keys)
     results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
     if args.json:
@@ -265,35 +255,82 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     project = scaffold.project_for(args.directory, args.name, args.backend, args.package)
     written = scaffold.init(args.directory, project)
+    command = build_command(args.directory)
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "directory": str(args.directory), "files": written,
-                          **project.variables()}, indent=1))
-    else:
+                          "next": command, **project.variables()}, indent=1))
+    elif not args.quiet:
         print(f"created {args.directory}: {project.name}, backend {project.backend!r} in package {project.package}")
         for rel in written:
             print(f"  {rel}")
-        import shlex
-
-        # A relative key path is relative to where the build starts (config.start_directory).
-        print("next: backend-packager keygen -o signing-key.pem && BACKEND_PACKAGER_SIGNING_KEY=signing-key.pem "
-              f"python -m build {shlex.quote(str(args.directory))} (its isolated environment installs "
-              "triton-backend-packager from the index, or from PIP_FIND_LINKS: see docs/vendor/build.md)")
+        print(f"next: {command}")
+        print("  (built with the packager installed here; an isolated build finds it on the index or in "
+              "PIP_FIND_LINKS: see docs/vendor/build.md)")
     return EXIT_OK
+
+
+#: Where ``init``'s next command writes the key pair, relative to where it is run.
+INIT_KEY = "signing-key.pem"
+
+
+def build_command(directory: Path) -> str:
+    """The shell line that builds ``directory`` into a signed wheel from here, as printed by
+    ``init``: without build isolation, so that the packager running now is the one that builds
+    (an isolated build would look for it on the index, where it may not be), with the key made
+    first unless one is already there, and what the build itself needs installed first if it is
+    missing. The interpreter is named by its path where ``python`` on PATH is another one."""
+    import shlex
+    import shutil
+
+    here = Path(sys.executable).parent
+    found = shutil.which("python")
+    python = "python" if found and Path(found).parent == here else shlex.quote(sys.executable)
+    found = shutil.which("backend-packager")
+    packager = "backend-packager" if found and Path(found).parent == here else f"{python} -m backend_packager"
+    steps = []
+    missing = _missing_build_requirements()
+    if missing:
+        steps.append(f"{python} -m pip install {' '.join(shlex.quote(r) for r in missing)}")
+    if not Path(INIT_KEY).exists():
+        steps.append(f"{packager} keygen -o {INIT_KEY}")
+    # A relative key path is relative to where the build starts (config.start_directory).
+    steps.append(f"BACKEND_PACKAGER_SIGNING_KEY={INIT_KEY} {python} -m build --no-isolation "
+                 f"{shlex.quote(str(directory))}")
+    return " && ".join(steps)
+
+
+def _missing_build_requirements() -> list[str]:
+    """What ``python -m build --no-isolation`` of an ``init`` project needs beside the
+    packager and is not installed here: ``build`` itself, and setuptools (not in a new venv
+    from Python 3.12 on)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import InvalidVersion, Version
+
+    missing = []
+    for name, lowest in (("build", None), ("setuptools", "61")):
+        try:
+            ok = lowest is None or Version(version(name)) >= Version(lowest)
+        except (PackageNotFoundError, InvalidVersion):
+            ok = False
+        if not ok:
+            missing.append(f"{name}>={lowest}" if lowest else name)
+    return missing
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from .commands import as_json, inspect_wheel, render
 
     docs: list[dict[str, Any]] = []
-    failed = False
+    errors: list[TrustError] = []
     for number, wheel in enumerate(_wheels_in(args.wheels)):
         try:
             inspection = inspect_wheel(wheel)
         except TrustError as exc:
             # One unreadable wheel is its own line; the others are still shown.
-            failed = True
             docs.append({"wheel": str(wheel), "error": exc.as_dict()})
             print(f"backend-packager: error: {exc} ({exc.code})", file=sys.stderr)
+            errors.append(exc)
             continue
         if args.json:
             docs.append({"wheel": str(wheel), **as_json(inspection)})
@@ -301,4 +338,4 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             print(("\n" if number else "") + render(inspection))
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "wheels": docs}, indent=1, sort_keys=True))
-    return EXIT_FAILED if failed else EXIT_OK
+    return exit_for(errors)

@@ -29,11 +29,18 @@ def signing_key(path: Path | None) -> Any:
     """The key from --key, else from BACKEND_PACKAGER_SIGNING_KEY, else None (hash-only).
     Called before any input is opened: the key's path and its passphrase are taken out of
     the environment first, so that no child (and nothing that reads this process's
-    ``/proc/PID/environ``) finds them."""
+    ``/proc/PID/environ``) finds them. A key that cannot be used (a public key among them)
+    is unusable input, ``input.key``, on every command."""
+    from .base import ConfigError
     from .manifest import SIGNING_KEY_ENV, signing
 
     named = signing.take_env(SIGNING_KEY_ENV)
     passphrase = signing.take_env(signing.PASSPHRASE_ENV)
     if path is None and named:
         path = Path(named)
-    return signing.load(path, passphrase.encode() if passphrase else None) if path else None
+    if path is None:
+        return None
+    try:
+        return signing.load(path, passphrase.encode() if passphrase else None)
+    except ConfigError as exc:
+        raise InputError("key", exc.path, exc.detail) from None

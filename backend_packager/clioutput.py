@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from triton_backend_runtime.base import TrustStoreError, printable
-from triton_backend_runtime.cli import EXIT_FAILED, EXIT_USAGE, fail
+from triton_backend_runtime.cli import EXIT_OK, exit_code, fail
 
 from .base import InputError, TrustError
 
 PROG = "backend-packager"
 
-#: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure.
+#: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure; an
+#: ``input.*`` code of any class means the same.
 USAGE_ERRORS = (InputError, TrustStoreError)
+
+
+def exit_for(errors: Iterable[TrustError | None]) -> int:
+    """The exit code of a command that went on past its errors: 0 without one, 2 where one
+    is unusable input, else 1."""
+    return max((exit_code(error, USAGE_ERRORS) for error in errors if error is not None), default=EXIT_OK)
 
 
 def progress(enabled: bool) -> Any:
@@ -91,18 +99,21 @@ def print_adoption(outcome: Any, quiet: bool) -> None:
         print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
 
 
-def print_mirror(run: Any) -> None:
-    for warning in run.warnings:
+def print_mirror(run: Any, quiet: bool) -> None:
+    """Each wheel's line and the STATUS table; with ``quiet`` only the failed wheels' lines."""
+    for warning in run.warnings if not quiet else ():
         print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
     for result in run.results:
         if result.error:
             served = "served unchanged" if result.served else "left out of the index"
             print(f"failed    {result.filename}: {result.error['code']}: {result.error['path']}: "
                   f"{result.error['message']} ({served})")
-        elif result.status != "unchanged":
+        elif result.status != "unchanged" and not quiet:
             backends = ", ".join(result.entry.backends) or "none"
             print(f"{result.status:<9} {result.filename} (backends: {backends}; "
                   f"{len(result.entry.plugins)} plugins; {result.seconds:.1f}s)")
+    if quiet:
+        return
     print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16]})")
     print(f"\n{'STATUS':<10}WHEELS")
     for status, count in run.counts().items():
@@ -115,4 +126,4 @@ def key_label(store: Any, keyid: str) -> str:
 
 
 def fail_line(args: argparse.Namespace, exc: TrustError) -> int:
-    return fail(PROG, args, exc, EXIT_USAGE if isinstance(exc, USAGE_ERRORS) else EXIT_FAILED)
+    return fail(PROG, args, exc, exit_code(exc, USAGE_ERRORS))

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from triton_backend_runtime.cli import add_verbosity
+
 from . import __version__
 from .clicommands import (
     cmd_adopt,
@@ -34,11 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="backend-packager",
         description="Scan, sign, package and verify Triton backend wheels.",
         epilog="Exit codes: 0 success; 1 the command ran and found a problem (a file that could not "
-        "be scanned, a wheel that failed); 2 bad usage. `backend-packager COMMAND --help` for each command.",
+        "be scanned, a wheel that failed); 2 bad usage or unusable input (input.*). "
+        "`backend-packager COMMAND --help` for each command.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    _add_verbosity(parser, argparse.SUPPRESS)
-    parser.set_defaults(quiet=False, verbose=0)
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     scan = sub.add_parser(
@@ -103,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and size; paths confined to site-packages, symlinks not followed) and refuse, listing them, if any "
         "differs; then write the signed manifest into its .dist-info, entry points for triton/backends/<name>/ "
         "directories, and RECORD last, each file atomically, planned and signed as migrate does. With "
-        "--wheel-out, write a signed wheel of the distribution to DIR instead and leave the installed files "
+        "-o/--output, write a signed wheel of the distribution to DIR instead and leave the installed files "
         "alone. Exit 1 if a distribution was refused or failed, 2 for an unusable key, directory or name.",
     )
     adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
@@ -111,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
     _add_key(adopt)
     _add_capture(adopt)
-    adopt.add_argument("--wheel-out", type=Path, metavar="DIR", help="write a signed wheel here instead")
+    adopt.add_argument("-o", "--output", dest="wheel_out", type=Path, metavar="DIR",
+                       help="write a signed wheel here instead of signing in place")
+    adopt.add_argument("--wheel-out", dest="wheel_out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     adopt.add_argument("--against", metavar="WHEEL|INDEX",
                        help="compare every installed file with the published release, not only with RECORD on "
                        "disk (which whoever changed a file could rewrite): a wheel file or URL, or a simple index "
@@ -189,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sch = sub.add_parser("schema", help="print the manifest's JSON Schema", description="Print the JSON "
                          "Schema of the manifest, generated from the runtime's definition.")
+    sch.add_argument("--json", action="store_true", help="the same: the schema is a JSON document")
     sch.set_defaults(func=cmd_schema)
     for command in sub.choices.values():
         _add_verbosity(command, argparse.SUPPRESS)
@@ -219,10 +224,8 @@ def _add_jobs(parser: argparse.ArgumentParser, what: str) -> None:
 
 def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
     """-q/-v on the main parser and on every command, so either place works."""
-    parser.add_argument("-q", "--quiet", action="store_true", default=default,
-                        help="print only errors: no progress, warnings or notes")
-    parser.add_argument("-v", "--verbose", action="count", default=default,
-                        help="say more; -v also shows the traceback of an internal error")
+    add_verbosity(parser, default, quiet="print only errors: no progress, warnings or notes",
+                  verbose="say more; -v also shows the traceback of an internal error")
 
 
 def python_package(text: str) -> str:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from triton_backend_runtime.manifest import Manifest
-from triton_backend_runtime.trust import PublicKey, dsse, keyid_of, statement_bytes
+from triton_backend_runtime.trust import PublicKey, dsse, keyid_of, parse_key_file, statement_bytes
 
-from ..base import ConfigError, atomic_write, read_input
+from ..base import ConfigError, TrustError, atomic_write, read_input
 
 #: A PEM Ed25519 key is a few hundred bytes; anything much larger is not one.
 MAX_KEY_FILE = 64 << 10
@@ -60,6 +60,8 @@ def load(path: Path, passphrase: bytes | None = None) -> SigningKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     data = read_input(path, MAX_KEY_FILE)
+    if _is_public_key(data):
+        raise ConfigError("key", str(path), "is a public key; pass the private key (.pem)")
     if passphrase is None and os.environ.get(PASSPHRASE_ENV):
         passphrase = os.environ[PASSPHRASE_ENV].encode()
     try:
@@ -71,6 +73,17 @@ def load(path: Path, passphrase: bytes | None = None) -> SigningKey:
     if not isinstance(private, Ed25519PrivateKey):
         raise ConfigError("key", str(path), f"expected an Ed25519 key, found {type(private).__name__}")
     return SigningKey(private, _public_of(private, "", str(path)))
+
+
+def _is_public_key(data: bytes) -> bool:
+    """A public key where the private one belongs: keygen's ``.pub`` line, or a PEM public key."""
+    text = data.decode("utf-8", errors="replace")
+    if "-----BEGIN PUBLIC KEY-----" in text:
+        return True
+    try:
+        return bool(parse_key_file(text, "-"))
+    except TrustError:
+        return False
 
 
 def take_env(name: str) -> str | None:

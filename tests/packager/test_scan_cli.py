@@ -69,7 +69,7 @@ def test_missing_path_and_bad_zip(tmp_path: Path) -> None:
     notzip = tmp_path / "broken-1.0-py3-none-any.whl"
     notzip.write_text("no zip here")
     proc = run_cli("scan", "--json", str(tmp_path / "absent.so"), str(notzip))
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a path that is not there is unusable input, as on every command
     errors = json.loads(proc.stdout)["errors"]
     assert [(e["code"], e["path"]) for e in errors] == [("input.missing", str(tmp_path / "absent.so")),
                                                         ("wheel.not-zip", str(notzip))]

@@ -144,7 +144,8 @@ def test_trust_remove_refuses_what_it_cannot_use(cli: Cli) -> None:
     assert "xyz: neither a key file nor a keyid" in one_error(cli("trust", "remove", "xyz", "--user"), 2, "input.key")
     assert "neither a key file nor a keyid" in one_error(cli("trust", "remove", one[:7], "--user"), 2, "input.key")
     private = cli.root / "one.pem"
-    assert "public key line" in one_error(cli("trust", "remove", str(private), "--user"), 2, "input.key")
+    assert "is a private key; pass the public key" in one_error(cli("trust", "remove", str(private), "--user"), 2,
+                                                                "input.key")
     assert "not a regular file" in one_error(cli("trust", "remove", str(cli.root), "--user"), 2, "input.not-a-file")
     assert list(cli.user.glob("*.pub")), "nothing removed"
 
@@ -162,7 +163,7 @@ def test_trust_remove_from_the_system_directory_notes_a_key_still_trusted(cli: C
     ("args", "code", "reason", "text"),
     [
         (["trust", "add", "missing.pub", "--user"], 2, "input.missing", "missing.pub: cannot open: No such file"),
-        (["trust", "add", "one.pem", "--user"], 2, "input.key", "public key line"),
+        (["trust", "add", "one.pem", "--user"], 2, "input.key", "one.pem: is a private key; pass the public key"),
         (["trust", "add", "big.pub", "--user"], 2, "input.too-big", "big.pub: over 1048576 bytes"),
         (["trust", "add", "latin1.pub", "--user"], 2, "input.key", "latin1.pub: cannot read key file: not UTF-8"),
         (["trust", "add", "empty.pub", "--user"], 2, "input.key", "empty.pub: the file holds no public key"),

@@ -8,18 +8,33 @@ distributions' CLIs speak (``grammar``: exit codes, ``--json`` format, one-line 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import doctor, grammar, inputs, main, trustcmd
-    from .grammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, run_command
+    from .grammar import (
+        EXIT_FAILED,
+        EXIT_OK,
+        EXIT_USAGE,
+        JSON_FORMAT,
+        add_verbosity,
+        exit_code,
+        fail,
+        parse,
+        run_command,
+    )
+    from .inputs import public_key_file
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
     "JSON_FORMAT",
+    "add_verbosity",
     "doctor",
+    "exit_code",
     "fail",
     "grammar",
     "inputs",
     "main",
+    "parse",
+    "public_key_file",
     "run_command",
     "trustcmd",
 ]
@@ -29,7 +44,11 @@ _WHERE = {
     "EXIT_OK": "grammar",
     "EXIT_USAGE": "grammar",
     "JSON_FORMAT": "grammar",
+    "add_verbosity": "grammar",
+    "exit_code": "grammar",
     "fail": "grammar",
+    "parse": "grammar",
+    "public_key_file": "inputs",
     "run_command": "grammar",
 }
 

@@ -20,68 +20,92 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..base import TrustError, from_os_error
 from ..site import DEFAULT_PACKAGE
 from .doctor import cmd_list, doctor_entry, hook_lines
-from .grammar import EXIT_FAILED, EXIT_OK, EXIT_USAGE, JSON_FORMAT, fail, pipe_closed, run_command
+from .grammar import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    JSON_FORMAT,
+    Report,
+    add_verbosity,
+    fail,
+    parse,
+    pipe_closed,
+    run_command,
+)
 from .inputs import PACKAGE_HELP, PROG, UnusableInput
 from .trustcmd import cmd_trust
-
-if TYPE_CHECKING:
-    pass
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
     from ..autohook import OLD_PTH_NAMES, PTH_LINE, pth_path
 
+    out = Report(args.json)
     path = pth_path(args.site)
     olds = [p for n in OLD_PTH_NAMES if os.path.lexists(p := os.path.join(os.path.dirname(path), n))]
+    removed: list[str] = []
     if args.action == "install":
         from ..base import write_atomic
 
         write_atomic(path, PTH_LINE.encode("utf-8"))
         for old in olds:  # the old name sorts after other .pth files: it must not run as well
             os.unlink(old)
-            print(f"removed {old} (the hook's old name)")
-        print(f"installed {path}: import triton now goes through the backend registry")
+            removed.append(old)
+            out.say(f"removed {old} (the hook's old name)")
+        out.say(f"installed {path}: import triton now goes through the backend registry")
     elif args.action == "uninstall":
         for old in [*olds, path] if os.path.lexists(path) else olds:
             os.unlink(old)
-            print(f"removed {old}")
+            removed.append(old)
+            out.say(f"removed {old}")
         if not olds and not os.path.lexists(path):
-            print(f"not installed ({path} does not exist)")
+            out.say(f"not installed ({path} does not exist)")
     else:
-        print(f"{'installed' if os.path.exists(path) else 'not installed'}: {path}")
+        out.say(f"{'installed' if os.path.exists(path) else 'not installed'}: {path}")
         for line in hook_lines(path):
-            print(f"  {line}")
-    return 0
+            out.say(f"  {line}")
+    out.facts = {"path": path, "installed": os.path.exists(path), "removed": removed}
+    return out.end(EXIT_OK)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Discover, verify and report the Triton backends and plugins this Python would load."
+        prog=PROG, description="Discover, verify and report the Triton backends and plugins this Python would load.",
+        epilog="Exit codes: 0 all is well; 1 a checked failure (something excluded, failed or rejected); 2 bad "
+        f"usage or unusable input (input.*). `{PROG} COMMAND --help` for each command.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    doctor = sub.add_parser("doctor", help="explain every backend and plugin: distribution, state, signer, reason")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    doctor = _command(sub, "doctor", "explain every backend and plugin: distribution, state, signer, reason",
+                      "Explain every backend and plugin this Python would load: its distribution, state, signer "
+                      "and the exact reason, with the import hook, the core and the trust store. Exit 1 if "
+                      "anything is excluded, failed or rejected.")
     doctor.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
-    doctor.add_argument("--json", action="store_true", help=f"the report as JSON (\"format\": {JSON_FORMAT})")
     doctor.add_argument("--package", default=DEFAULT_PACKAGE, metavar="NAME", help=PACKAGE_HELP)
     doctor.set_defaults(func=doctor_entry)
-    listing = sub.add_parser("list", help="list backends and plugins with their state")
-    listing.add_argument("--json", action="store_true", help="the full report as JSON")
+    listing = _command(sub, "list", "list backends and plugins with their state",
+                       "List every backend and plugin with its state, one line each (-v adds the reason code). "
+                       "Exit 1 if anything is excluded, failed or rejected.")
     listing.add_argument("--rehash", action="store_true", help="ignore the verification cache; hash every file")
     listing.add_argument("--package", default=DEFAULT_PACKAGE, metavar="NAME", help=PACKAGE_HELP)
     listing.set_defaults(func=cmd_list)
-    hook = sub.add_parser("hook", help="install or remove the .pth hook for an unmodified Triton")
+    hook = _command(sub, "hook", "install or remove the .pth hook for an unmodified Triton",
+                    "Install, remove or show the .pth file that makes `import triton` go through the backend "
+                    "registry, for a Triton that does not call it itself.")
     hook.add_argument("action", choices=["install", "uninstall", "status"])
-    hook.add_argument("--site", help="site-packages directory (default: this interpreter's)")
+    hook.add_argument("--site-packages", dest="site", metavar="DIR",
+                      help="site-packages directory (default: this interpreter's)")
+    hook.add_argument("--site", dest="site", help=argparse.SUPPRESS)  # the old spelling, for old scripts
     hook.set_defaults(func=cmd_hook)
-    trust = sub.add_parser("trust", help="the trust store: signing keys, their scopes, version floors")
-    trust_actions = trust.add_subparsers(dest="action", required=True)
+    trust = _command(sub, "trust", "the trust store: signing keys, their scopes, version floors",
+                     "Change or list the trust store: the signing keys this Python trusts, their scopes, version "
+                     "floors, pins and revocations (this environment's trust directory, or the user's with --user).")
+    trust_actions = trust.add_subparsers(dest="action", metavar="ACTION", required=True)
     user_help = "the user's trust directory, not this environment's"
-    trust_add = trust_actions.add_parser("add", help="trust a signing key (copy its .pub line into a trust directory)")
+    trust_add = _command(trust_actions, "add", "trust a signing key (copy its .pub line into a trust directory)")
     trust_add.add_argument("key", help="public key file written by backend-packager keygen")
     trust_add.add_argument(
         "--scope", metavar="ITEM[,ITEM...]",
@@ -89,37 +113,42 @@ def build_parser() -> argparse.ArgumentParser:
              "pass:NAME, dialect:NAME, op:NAME; KIND:* for any): replaces its scope in that directory",
     )
     trust_add.add_argument("--user", action="store_true", help=user_help)
-    floor = trust_actions.add_parser("min-version", help="refuse releases of a distribution below a version (rollback)")
+    floor = _command(trust_actions, "min-version", "refuse releases of a distribution below a version (rollback)")
     floor.add_argument("dist", help="distribution name")
     floor.add_argument("version", help="lowest admitted version (PEP 440)")
     floor.add_argument("--user", action="store_true", help=user_help)
-    trust_actions.add_parser("list", help="trusted keys with their scopes, version floors, pins, revocations")
-    pin = trust_actions.add_parser("pin", help="let a distribution keep a contested name (the core's included)")
+    _command(trust_actions, "list", "trusted keys with their scopes, version floors, pins, revocations")
+    pin = _command(trust_actions, "pin", "let a distribution keep a contested name (the core's included)")
     pin.add_argument("name", metavar="[KIND:]NAME", help="a backend name, or pass:, dialect:, op:, target:NAME")
     pin.add_argument("dist", help="the distribution that owns it")
     pin.add_argument("--user", action="store_true", help=user_help)
-    unpin = trust_actions.add_parser("unpin", help="drop a pin from a trust directory")
+    unpin = _command(trust_actions, "unpin", "drop a pin from a trust directory")
     unpin.add_argument("name", metavar="[KIND:]NAME", help="the pinned name")
     unpin.add_argument("--user", action="store_true", help=user_help)
-    remove = trust_actions.add_parser(
-        "remove", help="stop trusting a key: its lines leave the trust directory's .pub files (atomically)"
-    )
+    remove = _command(trust_actions, "remove",
+                      "stop trusting a key: its lines leave the trust directory's .pub files (atomically)")
     remove.add_argument("key", metavar="KEYID_OR_FILE",
                         help="a keyid (or a prefix of at least 8 hex digits) or a public key file")
     remove.add_argument("--user", action="store_true", help=user_help)
     keyid_help = ("the keyid: its first 16 hex digits as the tools print it, or all 64, any case, 'keyid:' allowed; "
                   "16 to 63 digits revoke every key whose keyid starts with them")
-    revoke = trust_actions.add_parser(
-        "revoke", help="refuse a key's signatures, even where the key is trusted (a line in the revoked file)"
-    )
+    revoke = _command(trust_actions, "revoke",
+                      "refuse a key's signatures, even where the key is trusted (a line in the revoked file)")
     revoke.add_argument("keyid", metavar="KEYID", help=keyid_help)
     revoke.add_argument("--user", action="store_true", help=user_help)
-    unrevoke = trust_actions.add_parser("unrevoke", help="take back the revocations of a key in a trust directory")
+    unrevoke = _command(trust_actions, "unrevoke", "take back the revocations of a key in a trust directory")
     unrevoke.add_argument("keyid", metavar="KEYID", help=keyid_help)
     unrevoke.add_argument("--user", action="store_true", help=user_help)
     trust.set_defaults(func=cmd_trust)
     _grammar(parser, sub)
     return parser
+
+
+def _command(sub: Any, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A (sub)command whose ``-h`` describes it: ``summary`` in its parent's list, ``description``
+    (else the summary) atop its own help."""
+    command: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description or summary)
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
 
     def command() -> int:
         with _quiet(args.quiet and not getattr(args, "json", False)):
@@ -154,16 +183,18 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _grammar(parser: argparse.ArgumentParser, sub: Any) -> None:
-    """``--version`` and ``-q``/``-v``, the latter before or after the command."""
+    """``--version`` on the main parser; ``-q``/``-v`` and ``--json`` on every command, the
+    former before or after the command."""
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     for command, default in [(parser, False), *((p, argparse.SUPPRESS) for p in _commands(sub))]:
-        group = command.add_mutually_exclusive_group()
-        group.add_argument("-q", "--quiet", action="store_true", default=default,
-                           help="print nothing but errors; the exit code tells the rest")
-        group.add_argument("-v", "--verbose", action="store_true", default=default,
-                           help="print more detail (doctor: the core and discovery; list: reason codes)")
+        add_verbosity(command, default, quiet="print nothing but errors; the exit code tells the rest",
+                      verbose="print more detail (doctor: the core and discovery; list: reason codes)")
+    for command in _commands(sub):
+        if not any(isinstance(action, argparse._SubParsersAction) for action in command._actions):
+            command.add_argument("--json", action="store_true",
+                                 help=f"one JSON document on stdout (\"format\": {JSON_FORMAT})")
 
 
 def _commands(sub: Any) -> list[argparse.ArgumentParser]:

@@ -7,31 +7,32 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base import TrustError
-from .grammar import EXIT_OK
+from .grammar import EXIT_FAILED, EXIT_OK, Report
+from .inputs import MAX_KEY_FILE, PROG, UnusableInput, public_key_file
 
 if TYPE_CHECKING:
     from ..trust import TrustStore
-from .inputs import MAX_KEY_FILE, PROG, UnusableInput
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
     from ..trust import SCOPES_FILE, parse_scope, set_scope, system_trust_dir, user_trust_dir, write_atomic
 
+    out = Report(args.json)
     if args.action == "list":
-        return _trust_list()
+        return out.end(_trust_list(out))
     directory = user_trust_dir() if args.user else system_trust_dir()
     if args.action == "min-version":
-        return _trust_min_version(directory, args.dist, args.version)
+        return out.end(_trust_min_version(out, directory, args.dist, args.version))
     if args.action == "remove":
-        return _trust_remove(directory, args.key)
+        return out.end(_trust_remove(out, directory, args.key))
     if args.action in ("revoke", "unrevoke"):
-        return _trust_revoke(directory, args.keyid, revoke=args.action == "revoke")
+        return out.end(_trust_revoke(out, directory, args.keyid, revoke=args.action == "revoke"))
     if args.action in ("pin", "unpin"):
-        return _trust_pin(directory, args.name, getattr(args, "dist", None))
-    text, keys = _key_file(args.key)
+        return out.end(_trust_pin(out, directory, args.name, getattr(args, "dist", None)))
+    text, keys = public_key_file(args.key)
     try:
         scope = parse_scope(args.scope, "--scope") if args.scope is not None else None
     except TrustError as exc:
@@ -43,14 +44,16 @@ def cmd_trust(args: argparse.Namespace) -> int:
             set_scope(directory, key.keyid, scope)
     target = os.path.join(directory, f"{keys[0].keyid[:16]}.pub")
     write_atomic(target, text.encode("utf-8"))
-    print(f"trusted {len(keys)} key(s) from {args.key}: {target}")
+    out.facts = {"trusted": [key.keyid for key in keys], "file": target,
+                 "scope": scope.describe() if scope is not None else None}
+    out.say(f"trusted {len(keys)} key(s) from {args.key}: {target}")
     if scope is not None:
         where = os.path.join(directory, SCOPES_FILE)
-        print(f"  scope: {scope.describe()}; may declare {scope.describe_grants()} ({where})")
-    return 0
+        out.say(f"  scope: {scope.describe()}; may declare {scope.describe_grants()} ({where})")
+    return out.end(EXIT_OK)
 
 
-def _trust_pin(directory: str, name: str, dist: str | None) -> int:
+def _trust_pin(out: Report, directory: str, name: str, dist: str | None) -> int:
     """``trust pin NAME DIST`` (``dist`` given) or ``trust unpin NAME``, in ``directory``."""
     from ..base import TrustStoreError
     from ..trust import PINS_FILE, load_pins, parse_name, parse_pin_name, pin_text, remove_pin, set_pin
@@ -65,21 +68,24 @@ def _trust_pin(directory: str, name: str, dist: str | None) -> int:
         removed = remove_pin(directory, kind, value)
         if not removed:
             raise TrustStoreError("not-pinned", path, f"{spec} is not pinned here")
-        print(f"unpinned {spec} ({path})")
+        out.facts = {"unpinned": spec, "file": path}
+        out.say(f"unpinned {spec} ({path})")
     else:
         os.makedirs(directory, exist_ok=True)
         replaced = set_pin(directory, kind, value, owner)
-        print(f"pinned {spec} to {owner}: where it is contested, {owner} keeps it ({path})")
+        out.facts = {"pinned": spec, "dist": owner, "file": path, "replaced": [line.strip() for line in replaced]}
+        out.say(f"pinned {spec} to {owner}: where it is contested, {owner} keeps it ({path})")
         if replaced:
-            print(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
+            out.say(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
     pins, _ = load_pins()
     now = pins.get((kind, value))
     if now is not None and now.dist != owner:
-        print(f"  note: {spec} is pinned to {now.describe()} by {', '.join(now.sources)}")
+        out.facts["pinned_elsewhere"] = now.describe()
+        out.say(f"  note: {spec} is pinned to {now.describe()} by {', '.join(now.sources)}")
     return EXIT_OK
 
 
-def _trust_min_version(directory: str, dist: str, version: str) -> int:
+def _trust_min_version(out: Report, directory: str, dist: str, version: str) -> int:
     from packaging.version import InvalidVersion, Version
 
     from ..trust import FLOORS_FILE, MAX_VERSION_CHARS, parse_name, set_floor
@@ -97,64 +103,52 @@ def _trust_min_version(directory: str, dist: str, version: str) -> int:
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, FLOORS_FILE)
     replaced = set_floor(directory, name, version)
-    print(f"floor for {name}: releases below {version} are refused ({path})")
+    out.facts = {"dist": name, "min_version": version, "file": path, "replaced": [line.strip() for line in replaced]}
+    out.say(f"floor for {name}: releases below {version} are refused ({path})")
     if replaced:
-        print(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
-    return 0
+        out.say(f"  replaced: {'; '.join(line.strip() for line in replaced)}")
+    return EXIT_OK
 
 
-def _trust_list() -> int:
-    from ..trust import load_trust_store
+def _trust_list(out: Report) -> int:
+    from ..trust import load_trust_store, pin_text
 
     store, problems = load_trust_store()
+    keys = []
     for key in store.keys.values():
         if store.suspended() or store.revoked_by(key.keyid):
             continue  # not in effect: listed with the revocations
         scope = store.scopes.get(key.keyid)
+        keys.append({"keyid": key.keyid, "comment": key.comment, "source": key.source,
+                     "scope": scope.describe() if scope else None})
         where = f"  scope: {scope.describe()} ({', '.join(scope.sources)})" if scope else ""
-        print(f"{key.keyid}  {key.comment}  ({key.source}){where}")
+        out.say(f"{key.keyid}  {key.comment}  ({key.source}){where}")
         if scope is not None:
-            print(f"  may declare: {scope.describe_grants()}")
+            out.say(f"  may declare: {scope.describe_grants()}")
     for keyid, scope in store.scopes.items():
         if keyid not in store.keys:
-            print(f"scope {keyid}: {scope.describe()} ({', '.join(scope.sources)}; no such trusted key)")
+            out.say(f"scope {keyid}: {scope.describe()} ({', '.join(scope.sources)}; no such trusted key)")
     for name, floor in sorted(store.floors.items()):
-        print(f"min-version {name} {floor.describe()}  ({floor.source})")
-    from ..trust import pin_text
-
+        out.say(f"min-version {name} {floor.describe()}  ({floor.source})")
     for (kind, value), pin in sorted(store.pins.items()):
-        print(f"pin {pin_text(kind, value)} {pin.describe()}  ({', '.join(pin.sources)})")
-    for line in _revocation_lines(store):
-        print(line)
+        out.say(f"pin {pin_text(kind, value)} {pin.describe()}  ({', '.join(pin.sources)})")
+    revocations = _revocation_lines(store)
+    for line in revocations:
+        out.say(line)
     if store.threshold > 1:
-        print(f"threshold {store.threshold}")
+        out.say(f"threshold {store.threshold}")
+    out.facts = {
+        "keys": keys, "threshold": store.threshold, "revocations": revocations,
+        "min_versions": {name: floor.describe() for name, floor in sorted(store.floors.items())},
+        "pins": {pin_text(kind, value): pin.describe() for (kind, value), pin in sorted(store.pins.items())},
+        "problems": [problem.as_dict() for problem in problems],
+    }
     for problem in problems:
         print(f"{PROG}: error: {problem} ({problem.code})", file=sys.stderr)
-    return 1 if problems else 0
+    return EXIT_FAILED if problems else EXIT_OK
 
 
-def _key_file(path: str) -> tuple[str, list[Any]]:
-    """The public keys of a file named on the command line; anything else is unusable input."""
-    from ..base import RegularFileError, read_regular
-    from ..trust import parse_key_file
-
-    try:
-        text = read_regular(path, MAX_KEY_FILE).decode("utf-8")
-    except RegularFileError as exc:
-        raise UnusableInput(exc.reason, path, exc.detail) from None
-    except UnicodeDecodeError:
-        raise UnusableInput("key", path, "cannot read key file: not UTF-8 text") from None
-    try:
-        keys = parse_key_file(text, path)
-    except TrustError as exc:
-        raise UnusableInput("key", exc.path, f"{exc.detail} (a public key line as written by backend-packager "
-                                             "keygen)") from None
-    if not keys:
-        raise UnusableInput("key", path, "the file holds no public key")
-    return text, keys
-
-
-def _trust_remove(directory: str, target: str) -> int:
+def _trust_remove(out: Report, directory: str, target: str) -> int:
     wanted = _keyids(target)
     files = {path: _key_lines(path) for path in _pub_files(directory)}
     removed = {keyid for lines in files.values() for _, keyid in lines if keyid is not None and wanted(keyid)}
@@ -168,12 +162,13 @@ def _trust_remove(directory: str, target: str) -> int:
     for path, lines in files.items():
         _drop_lines(path, lines, removed)
     for keyid in sorted(removed):
-        print(f"removed {keyid} from {directory}")
+        out.say(f"removed {keyid} from {directory}")
     from ..trust import load_trust_store
 
     still = sorted(k for k in load_trust_store()[0].keys if k in removed)
+    out.facts = {"removed": sorted(removed), "directory": directory, "still_trusted": still}
     for keyid in still:
-        print(f"  note: {keyid} is still trusted from another trust directory (trust list shows where)")
+        out.say(f"  note: {keyid} is still trusted from another trust directory (trust list shows where)")
     return EXIT_OK
 
 
@@ -181,7 +176,7 @@ def _keyids(target: str) -> Callable[[str], bool]:
     """What ``target`` names: the keys of a file when something is there (a FIFO or a
     directory too, refused as such), else a keyid or a prefix of one."""
     if os.path.lexists(target):
-        exact = {key.keyid for key in _key_file(target)[1]}
+        exact = {key.keyid for key in public_key_file(target)[1]}
         return exact.__contains__
     prefix = target.lower()
     if not re.fullmatch(r"[0-9a-f]{8,64}", prefix):
@@ -235,7 +230,7 @@ def _keyid_of_line(line: str, where: str) -> str | None:
         return None
 
 
-def _trust_revoke(directory: str, text: str, *, revoke: bool) -> int:
+def _trust_revoke(out: Report, directory: str, text: str, *, revoke: bool) -> int:
     """``trust revoke KEYID`` or ``trust unrevoke KEYID`` in ``directory``'s revoked file."""
     from ..base import TrustStoreError
     from ..trust import REVOKED_FILE, load_trust_store, revocation
@@ -248,26 +243,29 @@ def _trust_revoke(directory: str, text: str, *, revoke: bool) -> int:
     if revoke:
         os.makedirs(directory, exist_ok=True)
         already = revocation.add(path, wanted)
+        out.facts = {"revoked": wanted, "file": path, "already": already is not None}
         if already is not None:
-            print(f"already revoked: {path}:{already[1]}: {already[0].strip()}")
+            out.say(f"already revoked: {path}:{already[1]}: {already[0].strip()}")
         else:
-            print(f"revoked {wanted} ({path})")
+            out.say(f"revoked {wanted} ({path})")
     else:
         removed = revocation.remove(path, wanted)
         if not removed:
             raise TrustStoreError("not-revoked", path, f"no revocation of {wanted} here")
-        print(f"took back {'; '.join(line.strip() for line in removed)} ({path})")
+        out.facts = {"unrevoked": wanted, "file": path, "removed": [line.strip() for line in removed]}
+        out.say(f"took back {'; '.join(line.strip() for line in removed)} ({path})")
     store, _ = load_trust_store()
     keys = [k for k in store.keys.values() if k.keyid.startswith(wanted) or wanted.startswith(k.keyid)]
     for key in keys:
         by = store.revoked_by(key.keyid)
         state = f"revoked ({by} in {store.revoked_at.get(by, '-')})" if by else "trusted: its signatures count"
         comment = f" {key.comment}" if key.comment else ""
-        print(f"  key {key.keyid}{comment} ({key.source}): {state}")
+        out.say(f"  key {key.keyid}{comment} ({key.source}): {state}")
+    out.facts["keys"] = [{"keyid": key.keyid, "revoked": bool(store.revoked_by(key.keyid))} for key in keys]
     if not keys:
-        print(f"  no trusted key has this keyid{' now: a key with it is refused when added' if revoke else ''}")
+        out.say(f"  no trusted key has this keyid{' now: a key with it is refused when added' if revoke else ''}")
     if store.suspended():
-        print(f"  note: {store.suspended()} (trust list shows the line)")
+        out.say(f"  note: {store.suspended()} (trust list shows the line)")
     return EXIT_OK
 
 
