@@ -65,7 +65,9 @@ def test_real_mirror_statuses(real_mirror: tuple[Path, dict[str, Any]], keys: tu
 
 @pytest.mark.parametrize(("requirement", "triton", "plugin"), [
     ("triton==3.9.0", "3.9.0", None),
-    ("triton-utlx", "3.8.0", "utlx_plugin/libutlx.so (v2) triton-utlx 3.8.0.post16  [verified"),  # pins triton~=3.8
+    # pins triton~=3.8; its .pth sets TRITON_PLUGIN_PATHS, read as libtriton loads: mapped, so loaded
+    ("triton-utlx", "3.8.0", "utlx_plugin/libutlx.so (v2) triton-utlx 3.8.0.post16  [verified, loaded, "
+     "loaded by its own code; mapped (/proc/self/maps)]"),
 ])
 def test_real_mirror_pip_installs_and_doctor_verifies_under_strict(
     requirement: str, triton: str, plugin: str | None, real_mirror: tuple[Path, dict[str, Any]], keys: tuple,

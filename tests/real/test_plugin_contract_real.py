@@ -196,7 +196,7 @@ def test_the_compile_cache_key_per_plugin(venv: Any, libs: Libs, tmp_path: Path)
         pip_install(venv.python, signed_plugin_wheel(venv, so, out, version, **declared), site)
         result = run_in_venv(venv, site, *extra)
         (row,) = [p for p in result["plugins"] if p["distribution"] == "contract-backend"]
-        assert row["state"] == "loaded" and row["handed_over"] == "extend_with", row
+        assert row["state"] == "loaded" and row["handed_over"] == "extend_with; mapped (/proc/self/maps)", row
         assert result["key"][1] is None, result["key"]
         value: str = result["key"][0]
         runs.append(value)

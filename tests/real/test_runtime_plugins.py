@@ -23,6 +23,8 @@ from helpers.wheels import pip_install, write_wheel
 pytestmark = pytest.mark.triton_wheel
 
 TEST_PLUGIN = "libTritonPluginsTestLib.so"
+#: handed over with extend_with, and the library is in the process's /proc/self/maps
+HANDED = "extend_with; mapped (/proc/self/maps)"
 
 #: import triton, then report the registry's plugin rows, which libraries are mapped, and
 #: what Triton's libtriton now offers: the pass the plugin registers becomes
@@ -90,7 +92,7 @@ def test_real_plugin_handed_over_with_extend_with(
     for policy in ("strict", "warn"):
         result = venv.json(OBSERVE, tmp_path, migrated, TRITON_BACKEND_POLICY=policy, **trusted)
         row = _plugin(result, "demo-plugin")
-        assert (row["trust"], row["state"], row["handed_over"]) == ("verified", "loaded", "extend_with"), row
+        assert (row["trust"], row["state"], row["handed_over"]) == ("verified", "loaded", HANDED), row
         assert row["file"] == installed and row["api"] == "v2" and row["reason"] is None
         # Triton knows the pass now, and runs it: the test plugin renames every function
         assert result["add_plugin"] is True and result["mapped"] == [installed]
@@ -148,7 +150,7 @@ def test_plugins_exporting_one_strong_symbol(
     # one of them alone loads
     result = venv.json(OBSERVE, sites["shared-a"], migrated, **trusted)
     row = _plugin(result, "shared-a")
-    assert (row["state"], row["handed_over"]) == ("loaded", "extend_with")
+    assert (row["state"], row["handed_over"]) == ("loaded", HANDED)
     assert result["mapped"] == [row["file"]]
 
 
@@ -171,7 +173,7 @@ print(json.dumps({"before": before, "after": row(), "add_plugin": hasattr(lt.pas
     before, imported, paths = result["before"]
     assert (before["state"], imported, paths) == ("pending", False, None)
     assert before["handed_over"] == "extend_with, when libtriton is imported"
-    assert (result["after"]["state"], result["after"]["handed_over"]) == ("loaded", "extend_with")
+    assert (result["after"]["state"], result["after"]["handed_over"]) == ("loaded", HANDED)
     assert result["add_plugin"] is True
 
 
@@ -180,7 +182,7 @@ def test_doctor_shows_handed_over_plugin(venv: Venv, plugin_wheels: dict[str, Pa
     done = venv.cli("list", "--json", paths=(tmp_path,), TRITON_BACKEND_TRUSTED_KEYS=str(venv.pub))
     doc = json.loads(done.stdout)
     (row,) = [p for p in doc["plugins"] if p["distribution"] == "demo-plugin"]
-    assert (row["state"], row["handed_over"]) == ("loaded", "extend_with")
+    assert (row["state"], row["handed_over"]) == ("loaded", HANDED)
 
 
 def test_plugin_for_another_triton_never_reaches_dlopen(venv: Venv, migrated: Path, tmp_path: Path) -> None:

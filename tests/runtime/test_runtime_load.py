@@ -1007,7 +1007,7 @@ def test_conflict_symbol(env: TrustEnv, site: Path, elf_files: ElfFixtures) -> N
     reg = env.registry(site, policy="warn")
     plugins = {p.dist.name: p for p in reg.plugins}
     states = {name: (p.state, p.reason.code if p.reason else None) for name, p in plugins.items()}
-    assert states == {"one-backend": ("loaded", None), "two-backend": ("excluded", "conflict.symbol")}
+    assert states == {"one-backend": ("pending", None), "two-backend": ("excluded", "conflict.symbol")}
     assert "demo_shared_helper" in plugins["two-backend"].reason.message  # type: ignore[union-attr]
     assert plugins["two-backend"].reason.path == plugins["two-backend"].file  # type: ignore[union-attr]
     assert os.environ["TRITON_PLUGIN_PATHS"] == plugins["one-backend"].file  # no Triton: the variable

@@ -134,7 +134,8 @@ def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.Monke
     assert [plugins.has_extend_with(v) for v in ("3.9.0", "3.10.0rc1", "4.0", "3.8.1", "3.2.0", "", None, "x")] == [
         True, True, True, False, False, False, False, False
     ]
-    # older Triton, libtriton not imported yet: TRITON_PLUGIN_PATHS, appended once, others kept
+    # older Triton, libtriton not imported yet: TRITON_PLUGIN_PATHS, appended once, others kept;
+    # pending until libtriton is imported (tests/runtime/test_plugin_mapped.py)
     monkeypatch.delitem(sys.modules, plugins.LIBTRITON, raising=False)
     monkeypatch.setenv(plugins.PLUGIN_PATHS_ENV, "/opt/other/libp.so")
     first, again, bundled = (
@@ -143,7 +144,7 @@ def test_plugin_hand_over_decision_without_extend_with(monkeypatch: pytest.Monke
     )
     plugins.hand_over([first, again, bundled], "3.3.1", bundled.dist)  # the core: by its file, not its name
     assert os.environ[plugins.PLUGIN_PATHS_ENV] == "/opt/other/libp.so:/site/a/liba.so"
-    assert (first.state, first.handed_over) == ("loaded", plugins.PLUGIN_PATHS_ENV)
+    assert (first.state, first.handed_over) == ("pending", plugins.PATHS_PENDING)
     assert bundled.state == "discovered" and bundled.handed_over.startswith("not loaded")
     # older Triton, libtriton already imported: too late for the variable; failed, saying why
     old = types.ModuleType(plugins.LIBTRITON)

@@ -224,7 +224,7 @@ def test_cache_entry_missing_keys_is_verified_again(env: TrustEnv, site: Path, e
     reg = env.registry(site, policy="strict")
     assert codes(reg.notes) == ["cache.malformed"]
     assert entry(reg, "demo").state == "loaded" and entry(reg, "demo").signers
-    assert [p.state for p in reg.plugins] == ["loaded"]
+    assert [p.state for p in reg.plugins] == ["pending"]  # no Triton: TRITON_PLUGIN_PATHS, awaiting libtriton
 
 
 @pytest.mark.parametrize(("content", "code"), [

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import OFF, STRICT, VERIFIED, PolicyError, Reason, VerifyError, reason_of
 from ..site import DEFAULT_PACKAGE, core_init, identity, same_file
+from .mapped import DELETED, Lookup, lookup
 
 if TYPE_CHECKING:
     from ..site import Overlap
@@ -111,15 +112,14 @@ def loaded_reason(path: str, verified: list[object]) -> Reason | None:
     still have the verified identity (so it was not written in place either). The device
     number of an overlay (containers) differs between the two views: a mismatch is accepted
     where the file's own device is an anonymous one (major 0) and all else matches."""
-    try:
-        mapped = _mapping(path)
-    except OSError:  # no /proc: the file at the path must still be the one verified
+    mapped = _mapping(path)
+    if not mapped.known:  # no /proc (or past its bounds): the file at the path must still be the one verified
         now = _identity(path)
         return None if now == verified else _changed(path, _show(now), verified)
-    if mapped is None:
+    if mapped.found is None:
         return reason_of(VerifyError("changed", path, "the libtriton.so imported is not mapped in this process "
                                      "under its path: what was loaded cannot be checked"))
-    span, dev, ino = mapped
+    span, dev, ino = mapped.found.span, mapped.found.device, mapped.found.inode
     shown = f"device {os.major(dev)}:{os.minor(dev)}, inode {ino}"
     try:
         exact = identity(os.stat(f"/proc/self/map_files/{span}"))
@@ -135,16 +135,11 @@ def loaded_reason(path: str, verified: list[object]) -> Reason | None:
     return _changed(path, shown, verified)
 
 
-def _mapping(path: str) -> tuple[str, int, int] | None:
-    """(address range, device, inode) of the first mapping of ``path`` in this process."""
+def _mapping(path: str) -> Lookup:
+    """The first mapping of ``path`` in this process, found by its path: its device and inode
+    are what is checked."""
     real = os.fsencode(os.path.realpath(path))
-    with open("/proc/self/maps", "rb") as maps:  # the kernel's text: OSError where there is no /proc
-        for line in maps:
-            parts = line.split(None, 5)
-            if len(parts) == 6 and parts[5].rstrip(b"\n") in (real, real + b" (deleted)"):
-                major, minor = parts[3].split(b":")
-                return parts[0].decode(), os.makedev(int(major, 16), int(minor, 16)), int(parts[4])
-    return None
+    return lookup(lambda m: m.path in (real, real + DELETED))
 
 
 def _identity(path: str) -> list[object] | None:

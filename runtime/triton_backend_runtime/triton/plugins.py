@@ -12,13 +12,22 @@ or Triton version); the plugin is then ``failed`` with Triton's message. The dec
 
 * ``libtriton`` loaded and it has ``extend_with``: hand over now;
 * ``libtriton`` loaded without ``extend_with`` (an older Triton): too late for
-  ``TRITON_PLUGIN_PATHS``, which is read while ``libtriton`` loads: ``failed``, saying so;
+  ``TRITON_PLUGIN_PATHS``, which is read while ``libtriton`` loads: ``failed``, saying so,
+  unless the plugin's own code loaded the library already;
 * ``libtriton`` not loaded yet, and the installed Triton is 3.9 or later: wait for it
   (``pending``) and hand over with ``extend_with`` the moment it is imported. The 3.9.0
   wheel does not load ``TRITON_PLUGIN_PATHS`` libraries when ``libtriton`` is imported
   (checked: nothing is mapped after import, ``ir.load_dialects`` or a pass-manager run),
   so the variable would report a plugin as handed over that Triton never loads;
-* ``libtriton`` not loaded yet, older Triton: extend ``TRITON_PLUGIN_PATHS``.
+* ``libtriton`` not loaded yet, older Triton: extend ``TRITON_PLUGIN_PATHS``, ``pending``
+  until ``libtriton`` is imported.
+
+A plugin is ``loaded`` only when its library is mapped into this process (:mod:`.mapped`:
+the file's device and inode in ``/proc/self/maps``), and ``handed_over`` says so
+(``extend_with; mapped (/proc/self/maps)``); an ``extend_with`` that returns, or a
+``libtriton`` imported with the variable set, without the library mapped is ``failed``
+(``load.plugin``). Where the table cannot be read (not Linux) a plugin handed over is
+``loaded`` as Triton accepted it, ``handed_over`` ending ``not checked``.
 
 Plugins that Triton's own distribution ships (its test plugins) are verified and reported
 but not loaded: whether to load them stays Triton's decision. Neither is a plugin whose
@@ -38,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import FAILED, LOADED, LoadError, describe, reason_of
 from ..base import PENDING as PENDING_STATE
+from .mapped import is_mapped
 
 if TYPE_CHECKING:
     from ..loading import PluginEntry
@@ -49,6 +59,11 @@ LIBTRITON = "triton._C.libtriton"
 #: The first Triton release whose libtriton has the ``extend_with`` functions.
 EXTEND_WITH_SINCE = (3, 9)
 EXTEND_WITH, PENDING = "extend_with", "extend_with, when libtriton is imported"
+PATHS_PENDING = f"{PLUGIN_PATHS_ENV}, read when libtriton is imported"
+#: A plugin mapped with no hand-over of ours: its package loaded the library (Triton 3.8 and older).
+OWN_CODE = "loaded by its own code"
+#: What ``handed_over`` ends with: the proof that the library is in this process, or why none.
+PROOF, UNCHECKED = "mapped (/proc/self/maps)", "not checked (/proc/self/maps or the file unreadable)"
 
 
 def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Distribution | None = None,
@@ -67,16 +82,20 @@ def hand_over(plugins: list[PluginEntry], triton_version: str | None, core: Dist
             plugin.handed_over = "not loaded here: phase explicit (the vendor's code registers it)"
             continue
         libtriton = sys.modules.get(module_name(package))
-        if libtriton is None and has_extend_with(triton_version):
-            plugin.state, plugin.handed_over = PENDING_STATE, PENDING
+        if libtriton is not None:
+            _give(plugin, libtriton)
+        elif _wait(plugin, has_extend_with(triton_version)):
             waiting.append(plugin)
-            continue
-        _give(plugin, libtriton)
     if waiting:
 
         def give_all(module: Any) -> None:
             for plugin in waiting:
-                _give(plugin, module)
+                if plugin.state != PENDING_STATE:  # decided otherwise meanwhile
+                    continue
+                if plugin.handed_over == PENDING:
+                    _give(plugin, module)
+                else:  # libtriton has read TRITON_PLUGIN_PATHS: loaded, if it mapped the library
+                    _settle(plugin, PLUGIN_PATHS_ENV, f"libtriton was imported with it in {PLUGIN_PATHS_ENV}")
 
         when_loaded("hand-over", give_all, package)
 
@@ -90,26 +109,57 @@ def has_extend_with(version: str | None) -> bool:
         return False
 
 
-def _give(plugin: PluginEntry, libtriton: Any) -> None:
+def _wait(plugin: PluginEntry, extend_with: bool) -> bool:
+    """``pending`` until libtriton is imported: then handed over with ``extend_with``, or read
+    from ``TRITON_PLUGIN_PATHS`` (set now). False when it failed instead."""
     try:
-        if libtriton is None:
+        if not extend_with:
             _add_plugin_path(plugin.file)
-            plugin.handed_over = PLUGIN_PATHS_ENV
-        elif hasattr(getattr(getattr(libtriton, "passes", None), "plugin", None), "extend_with"):
-            _extend(libtriton, plugin.file)
-            plugin.handed_over = EXTEND_WITH
-        else:
-            raise LoadError(
-                "plugin-api", plugin.file, "libtriton is already loaded and this Triton has no extend_with "
-                f"({PLUGIN_PATHS_ENV} is only read while libtriton loads)"
-            )
     except Exception as exc:  # a plugin that fails must not break import triton
-        plugin.state = FAILED
-        plugin.reason = reason_of(
-            exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, describe(exc))
+        _fail(plugin, exc)
+        return False
+    plugin.state, plugin.handed_over = PENDING_STATE, PENDING if extend_with else PATHS_PENDING
+    return True
+
+
+def _give(plugin: PluginEntry, libtriton: Any) -> None:
+    """Hand ``plugin`` to a loaded libtriton: ``extend_with``, or (an older Triton, whose
+    ``TRITON_PLUGIN_PATHS`` was read already) nothing left to do but see whether the plugin's
+    own code loaded it."""
+    try:
+        if hasattr(getattr(getattr(libtriton, "passes", None), "plugin", None), "extend_with"):
+            _extend(libtriton, plugin.file)
+            _settle(plugin, EXTEND_WITH, "extend_with returned")
+            return
+        mapped = is_mapped(plugin.file)
+        if mapped:
+            plugin.state, plugin.handed_over = LOADED, f"{OWN_CODE}; {PROOF}"
+            return
+        if mapped is None:
+            plugin.handed_over = UNCHECKED
+        raise LoadError(
+            "plugin-api", plugin.file, "libtriton is already loaded and this Triton has no extend_with "
+            f"({PLUGIN_PATHS_ENV} is only read while libtriton loads)"
         )
+    except Exception as exc:  # a plugin that fails must not break import triton
+        _fail(plugin, exc)
+
+
+def _settle(plugin: PluginEntry, how: str, done: str) -> None:
+    """After ``how`` handed ``plugin`` over: loaded only where its library is mapped into this
+    process, the proof said in ``handed_over``; where that cannot be known, loaded as before."""
+    mapped = is_mapped(plugin.file)
+    if mapped is False:
+        plugin.handed_over = how
+        _fail(plugin, LoadError("plugin", plugin.file, f"{done}, but the library is not mapped in this process "
+                                "(/proc/self/maps): Triton did not load it"))
         return
-    plugin.state = LOADED
+    plugin.state, plugin.handed_over = LOADED, f"{how}; {PROOF if mapped else UNCHECKED}"
+
+
+def _fail(plugin: PluginEntry, exc: Exception) -> None:
+    plugin.state = FAILED
+    plugin.reason = reason_of(exc if isinstance(exc, LoadError) else LoadError("plugin", plugin.file, describe(exc)))
 
 
 def _extend(libtriton: Any, path: str) -> None:
