@@ -8,7 +8,7 @@ Nothing here touches a Triton object.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import claims, conflicts, entries, hookorder, policy, registry, report
+    from . import claims, conflicts, entries, hookorder, lending, policy, registry, report
     from .entries import NEVER_SERVED, BackendWarning, Entry, Plan, PluginEntry
     from .hookorder import CODE, position
     from .registry import Registry, emit, get
@@ -32,6 +32,7 @@ __all__ = [
     "entries",
     "get",
     "hookorder",
+    "lending",
     "policy",
     "position",
     "registry",

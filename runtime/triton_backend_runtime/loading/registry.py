@@ -186,6 +186,10 @@ class Registry:
             self.hashed_bytes = ctx.hashes.hashed_bytes
         cache.save()
         self.notes += [reason_of(n) for n in cache.notes]
+        if any(v.lent for v in verdicts.values()):  # an add-on's files inside another's packages
+            from .lending import settle
+
+            verdicts = settle(verdicts, found.triton)
         self.verified_sources, self.verified_tops = _verified_sources(with_manifest, verdicts, cache)
         self.libtriton_verified = _verified_libtriton(with_manifest, verdicts, cache)
         return verdicts

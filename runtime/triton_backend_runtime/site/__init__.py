@@ -8,7 +8,7 @@ installed files read within bounds and confined paths (``installed``), a file's 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import directurl, discovery, fileidentity, installed, locate, ownership
+    from . import directurl, discovery, fileidentity, installed, locate, ownership, recordclaims
     from .discovery import (
         DEFAULT_PACKAGE,
         Candidate,
@@ -19,17 +19,14 @@ if TYPE_CHECKING:
         core_init,
         core_version,
         discover,
-        other_dist_infos,
         parse_entry_points,
         read_small_text,
         record_lines,
         record_row,
-        record_row_matches,
         renamed_cores,
     )
     from .fileidentity import identity, identity_text, same_file, stat_identity
     from .installed import (
-        CHUNK,
         MAX_WALK_ENTRIES,
         Confinement,
         HashCache,
@@ -44,9 +41,9 @@ if TYPE_CHECKING:
     )
     from .locate import locate_package
     from .ownership import Overlap, core_overlap, overlaps_of
+    from .recordclaims import RecordClaims
 
 __all__ = [
-    "CHUNK",
     "Candidate",
     "Confinement",
     "DEFAULT_PACKAGE",
@@ -55,6 +52,7 @@ __all__ = [
     "HashCache",
     "MAX_WALK_ENTRIES",
     "Overlap",
+    "RecordClaims",
     "RecordSyntaxError",
     "backends_group",
     "check_package_name",
@@ -73,7 +71,6 @@ __all__ = [
     "locate",
     "locate_package",
     "open_installed",
-    "other_dist_infos",
     "overlaps_of",
     "ownership",
     "parse_entry_points",
@@ -81,7 +78,7 @@ __all__ = [
     "read_small_text",
     "record_lines",
     "record_row",
-    "record_row_matches",
+    "recordclaims",
     "regular_stat",
     "renamed_cores",
     "same_file",
@@ -91,7 +88,6 @@ __all__ = [
 ]
 
 _WHERE = {
-    "CHUNK": "installed",
     "Candidate": "discovery",
     "Confinement": "installed",
     "DEFAULT_PACKAGE": "discovery",
@@ -100,6 +96,7 @@ _WHERE = {
     "HashCache": "installed",
     "MAX_WALK_ENTRIES": "installed",
     "Overlap": "ownership",
+    "RecordClaims": "recordclaims",
     "RecordSyntaxError": "discovery",
     "backends_group": "discovery",
     "check_package_name": "installed",
@@ -113,14 +110,12 @@ _WHERE = {
     "installed_path": "installed",
     "locate_package": "locate",
     "open_installed": "installed",
-    "other_dist_infos": "discovery",
     "overlaps_of": "ownership",
     "parse_entry_points": "discovery",
     "read_bounded": "installed",
     "read_small_text": "discovery",
     "record_lines": "discovery",
     "record_row": "discovery",
-    "record_row_matches": "discovery",
     "regular_stat": "installed",
     "renamed_cores": "discovery",
     "same_file": "fileidentity",

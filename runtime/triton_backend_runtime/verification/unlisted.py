@@ -4,9 +4,10 @@ With a manifest that covers every file (schema 1.1 ``coverage: all``): no ``.py`
 module, shared library or sourceless ``.pyc`` anywhere in the distribution's own import
 packages (symlinked directories followed), nor in the packages above them, nor beside a listed
 file in a directory it shares with others, unless another distribution's RECORD lists it (PEP
-376). With a 1.0 manifest (native files only): no unlisted shared library in the backend
-packages. ``__pycache__`` is not checked: a verified source's pyc is never used
-(:mod:`.bytecode`).
+376). Such a file in the distribution's own packages (an add-on's) is lent: the verdict names
+its owner (``Verdict.lent``), whose own verdict must hold too (the registry's to decide).
+With a 1.0 manifest (native files only): no unlisted shared library in the backend packages.
+``__pycache__`` is not checked: a verified source's pyc is never used (:mod:`.bytecode`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 from ..base import VerifyError, is_shared_library
 from ..manifest import model as m
-from ..site import MAX_WALK_ENTRIES, Distribution, HashCache, other_dist_infos, walk_files
+from ..site import MAX_WALK_ENTRIES, Distribution, HashCache, RecordClaims, walk_files
 from .verdict import Verdict
 
 #: What the import system or the dynamic loader could run, by file name.
@@ -51,10 +52,29 @@ def check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, 
         for here, names in walk_files(top, budget, hashes.taken):  # each directory's identity before it is listed
             verdict.files.append(here)
             unlisted += [p for n in names if is_extra(here, n) and (p := os.path.join(here, n)) not in listed]
+    unlisted = _lend(sorted(set(unlisted)), claims, verdict)
     if unlisted:
-        unlisted = sorted(set(unlisted))
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
         raise VerifyError("unlisted", unlisted[0], f"code the signed manifest does not list{more}")
+
+
+#: Files named for each owner in a verdict's ``lent`` (the first ones, sorted).
+MAX_LENT_SHOWN = 16
+
+
+def _lend(found: list[str], claims: _Claims, verdict: Verdict) -> list[str]:
+    """Of the code ``found`` in the distribution's own packages, what no other distribution's
+    RECORD lists as it is on disk. The rest is that one's (an add-on writing into Triton's
+    ``_C/``, a backend installed as ``backends/<name>/``), noted in ``verdict.lent``: the
+    registry keeps this verdict only while each owner's own verdict is verified."""
+    unlisted = []
+    for path in found:
+        owner = claims.owner(path)
+        if owner is None:
+            unlisted.append(path)
+        elif len(files := verdict.lent.setdefault(owner, [])) < MAX_LENT_SHOWN:
+            files.append(path)
+    return unlisted
 
 
 def _confined(tops: set[str], manifest: m.Manifest, dist: Distribution, listed: set[str],
@@ -151,15 +171,11 @@ def _code_in(directory: str, is_extra: Callable[[str, str], bool]) -> list[str]:
 
 class _Claims:
     """The other distributions' RECORDs in ``dist``'s ``sys.path`` entry, read once, when first
-    asked (only a distribution with files in a shared directory asks)."""
-
-    #: Above this size a RECORD row's size alone describes a shared library: hashing another
-    #: vendor's half-gigabyte library on every verification is not this check's to do.
-    HASH_LIMIT = 16 << 20
+    asked (only a distribution with files not its own in its directories asks)."""
 
     def __init__(self, dist: Distribution, verdict: Verdict, hashes: HashCache) -> None:
         self.dist, self.verdict, self.hashes = dist, verdict, hashes
-        self.records: list[tuple[str, str]] | None = None
+        self.records = RecordClaims(dist, hashes.watch)
 
     def watch(self, path: str) -> None:
         """``path`` joins the verdict's files under its identity before it is looked at."""
@@ -169,39 +185,17 @@ class _Claims:
     def owned(self, path: str) -> bool:
         """Whether another distribution's RECORD lists ``path`` as it is on disk; the file and
         that RECORD then join the verdict's files (an edit to either: verified again)."""
-        self.hashes.watch(path)
-        record = self.owner(path)
-        if record is not None:
-            self.verdict.files += [path, record]
-        return record is not None
+        return self.owner(path) is not None
 
     def owner(self, path: str) -> str | None:
-        """The RECORD of another distribution that lists ``path`` as it is on disk (PEP 376)."""
-        from ..site import read_small_text, record_row, record_row_matches
-
-        if self.records is None:
-            self.records = []
-            for info in other_dist_infos(self.dist):
-                record = os.path.join(self.dist.root, info, "RECORD")
-                self.hashes.watch(record)
-                self.records.append((record, read_small_text(record) or ""))
-        wheel_path = os.path.relpath(path, self.dist.root).replace(os.sep, "/")
-        for record, text in self.records:
-            row = record_row(text, wheel_path) if text else None
-            if row is not None and (record_row_matches(row, path, self.HASH_LIMIT) or _large_and_sized(row, path)):
-                return record
-        return None
-
-
-def _large_and_sized(row: str, path: str) -> bool:
-    if not is_shared_library(os.path.basename(path)):
-        return False
-    size = row.rsplit(",", 1)[-1]
-    try:
-        return size.isascii() and size.isdigit() and len(size) < 16 and os.stat(path).st_size == int(size) > (
-            _Claims.HASH_LIMIT)
-    except (OSError, ValueError):
-        return False
+        """The ``.dist-info`` of the other distribution whose RECORD lists ``path`` as it is on
+        disk (PEP 376); the file and that RECORD then join the verdict's files."""
+        self.hashes.watch(path)
+        record = self.records.owner(path)
+        if record is None:
+            return None
+        self.verdict.files += [path, record]
+        return os.path.dirname(record)
 
 
 def _package_owner(directory: str, listed: set[str], claims: _Claims) -> str:

@@ -103,4 +103,8 @@ class Verdict:
     plugins: list[PluginClaim] = field(default_factory=list)
     #: Every file and directory the outcome depends on, the one that failed included.
     files: list[str] = field(default_factory=list)
+    #: Code in this distribution's packages that another distribution's RECORD lists as it is
+    #: on disk (an add-on writing into Triton's ``_C/``): that one's ``.dist-info`` -> the
+    #: first such files (:mod:`.unlisted`). Verified only while each owner is.
+    lent: dict[str, list[str]] = field(default_factory=dict)
 

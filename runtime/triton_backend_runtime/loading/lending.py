@@ -1,0 +1,106 @@
+"""Files lent: code in one distribution's packages that another's RECORD lists as it is on disk
+(an add-on writing into Triton's ``_C/``, a backend installed as ``triton/backends/<name>/``).
+
+Each distribution is verified alone, on its own files; its verdict names the owners of the
+files it found lent (``Verdict.lent``, :mod:`..verification.unlisted`). With every verdict at
+hand, two rules bind them together:
+
+* an add-on is bound to the Triton it installs into: a ``Requires-Dist`` on that Triton
+  distribution which its installed version does not satisfy rejects the add-on
+  (``verify.triton``, as a manifest built for another Triton);
+* a verified distribution is verified only with its lent files: one whose owner is not
+  verified, or has no manifest, rejects it (``verify.unlisted``, naming the file and the
+  owner), as if the file were its own unlisted code.
+
+The verdicts given may be the cache's: a changed verdict is a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..base import REJECTED, VERIFIED, Reason, VerifyError, canonicalize_name, reason_of
+from ..site import Distribution, read_small_text
+from ..verification import Verdict
+
+#: Requires-Dist headers read from an add-on's METADATA (a real one has tens).
+MAX_REQUIREMENTS = 1000
+
+
+def settle(verdicts: dict[str, Verdict], triton: Distribution | None) -> dict[str, Verdict]:
+    """``verdicts`` (by ``.dist-info``) with both rules applied."""
+    settled = dict(verdicts)
+    core = settled.get(triton.dist_info) if triton is not None else None
+    if triton is not None and core is not None:
+        for owner in sorted(core.lent):
+            problem = _pin_problem(owner, triton)
+            found = settled.get(owner)
+            if problem is not None and found is not None and found.status != REJECTED:
+                settled[owner] = dataclasses.replace(found, status=REJECTED, problem=problem)
+    _withdraw(settled)
+    return settled
+
+
+def _withdraw(verdicts: dict[str, Verdict]) -> None:
+    """Reject each verified verdict that lends files to an owner not verified, until none
+    does (an owner rejected here may itself be another's owner: at most one pass each)."""
+    changed = True
+    while changed:
+        changed = False
+        for key, verdict in list(verdicts.items()):
+            if verdict.status != VERIFIED:
+                continue
+            refused = next(((o, f) for o, f in sorted(verdict.lent.items())
+                            if f and (o not in verdicts or verdicts[o].status != VERIFIED)), None)
+            if refused is not None:
+                owner, files = refused
+                problem = reason_of(VerifyError("unlisted", files[0], "code the signed manifest does not list, "
+                                                f"installed by {_owner(owner, verdicts.get(owner))}"))
+                verdicts[key] = dataclasses.replace(verdict, status=REJECTED, problem=problem)
+                changed = True
+
+
+def _owner(dist_info: str, verdict: Verdict | None) -> str:
+    """The owner, and why its files are not verified code."""
+    name = os.path.basename(dist_info)[:200]
+    if verdict is None:
+        return f"{name}, which has no manifest (its RECORD lists the file; nothing vouches for it)"
+    why = f"{verdict.problem.code}: {verdict.problem.message[:300]}" if verdict.problem else verdict.note[:300]
+    return f"{name}, which is {verdict.status} ({why})"
+
+
+def _pin_problem(dist_info: str, triton: Distribution) -> Reason | None:
+    """The add-on's ``Requires-Dist`` on ``triton``'s distribution, if its installed version
+    does not satisfy it (markers evaluated here, without extras); None when it does or there
+    is none. The METADATA is read within its bound; a line that is not a requirement is not one."""
+    from packaging.markers import UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    where = os.path.join(dist_info, "METADATA")
+    for line in _requires_dist(read_small_text(where) or ""):
+        try:
+            req = Requirement(line)
+            if canonicalize_name(req.name) != triton.key or (req.marker and not req.marker.evaluate({"extra": ""})):
+                continue
+            fits = req.specifier.contains(triton.version, prereleases=True)
+        except (InvalidRequirement, UndefinedEnvironmentName, ValueError):
+            continue
+        if not fits:
+            return reason_of(VerifyError("triton", where, f"requires {line[:200]} (Requires-Dist) of the Triton it "
+                                         f"installs files into; installed is {triton.label()[:200]}"))
+    return None
+
+
+def _requires_dist(text: str) -> list[str]:
+    """The ``Requires-Dist`` values of METADATA's headers (the first block, before the body)."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        name, sep, value = line.partition(":")
+        if sep and name.strip().lower() == "requires-dist":
+            found.append(value.strip())
+            if len(found) >= MAX_REQUIREMENTS:
+                break
+    return found
