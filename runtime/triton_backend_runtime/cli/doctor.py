@@ -221,7 +221,14 @@ def _core_line(core: CoreRow | None, package: str = DEFAULT_PACKAGE) -> str:
     version = core.version_attr or "unknown"
     line = f"{core.distribution} {core.version} ({package}.__version__ {version}; {core.init})"
     also = core.also_claimed_by or []
-    return line + (f"; its files are also claimed by {', '.join(also)}" if also else "")
+    line += f"; its files are also claimed by {', '.join(also)}" if also else ""
+    if core.libtriton is None:
+        return line + f"; no {package}/_C/libtriton.so beside it"
+    if core.libtriton_bytes == 0:
+        return (line + f"; its {package}/_C/libtriton.so is empty (0 bytes): this Triton fetches its native "
+                "code at import, from outside the verified files (strict refuses a libtriton mapped from "
+                "elsewhere: verify.outside)")
+    return line
 
 
 #: How a row's signatures were judged, apart from why it was rejected (verdict.signature).

@@ -108,11 +108,13 @@ class CoreRow:
     version_attr: str | None
     libtriton: str | None
     also_claimed_by: list[str]
+    #: The size of the libtriton.so beside it: 0 for a core that fetches its library at import.
+    libtriton_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"distribution": self.distribution, "version": self.version, "dist_info": self.dist_info,
                 "init": self.init, "__version__": self.version_attr, "libtriton": self.libtriton,
-                "also_claimed_by": self.also_claimed_by}
+                "libtriton_bytes": self.libtriton_bytes, "also_claimed_by": self.also_claimed_by}
 
 
 @dataclass
@@ -174,9 +176,13 @@ def core_row(found: Discovery | None, libtriton: str | None) -> CoreRow | None:
     triton = found.triton if found else None
     if found is None or triton is None:
         return None
+    try:
+        size: int | None = os.stat(libtriton).st_size if libtriton else None
+    except OSError:
+        size = None
     return CoreRow(triton.name, triton.version, triton.dist_info,
                    os.path.join(triton.root, *core_init(found.package).split("/")),
-                   core_version(triton, found.package), libtriton, [d.label() for d in found.core_claims[1:]])
+                   core_version(triton, found.package), libtriton, [d.label() for d in found.core_claims[1:]], size)
 
 
 def renamed_cores(found: Discovery | None) -> list[RenamedCore]:

@@ -72,7 +72,44 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
         from .libtriton import when_loaded
 
         when_loaded("core", lambda module: check_loaded(module, verified, registry), package)
+    if reason is None:
+        from .importwatch import after_import
+
+        after_import(package, lambda _module: check_mapped(registry, package))
     return reason
+
+
+def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
+    """After ``<package>/__init__`` ran (and again when the backends are loaded): every
+    ``libtriton`` this process has mapped must be a verified one. A core whose
+    ``_C/__init__.py`` fetches its library at import (a 0-byte ``libtriton.so`` in the wheel)
+    and loads it by path from a cache goes around the import system's finders, so the check
+    of the ``_C.libtriton`` import never runs; the mappings show what was loaded. This is
+    after ``dlopen``: its constructors have run, but under strict nothing imports the core."""
+    from ..loading import registry as reg
+
+    found = lookup(lambda m: _foreign_libtriton(m, list(registry.libtriton_verified.values()))).found
+    if found is None:
+        return
+    path = found.path.removesuffix(DELETED).decode("utf-8", "replace")
+    reason = reason_of(VerifyError("outside", path, f"{package} mapped a libtriton from outside the verified "
+                                   "files (fetched or planted at import; the verified libtriton.so is not it)"))
+    registry.core = reason
+    if registry.policy == STRICT:
+        raise CoreRejected(reason)
+    if reason not in registry.problems:
+        registry.problems.append(reason)
+        reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
+
+
+def _foreign_libtriton(mapping: Any, verified: list[list[object]]) -> bool:
+    """A mapping of a file named like Triton's library that is none of the verified ones (by
+    inode and device; an overlay's anonymous device, major 0, as :func:`loaded_reason`)."""
+    name = os.path.basename(mapping.path.removesuffix(DELETED))
+    if not (name.startswith(b"libtriton") and b".so" in name):
+        return False
+    return not any(mapping.inode == v[1] and (mapping.device == v[0] or os.major(int(v[0])) == 0)  # type: ignore[call-overload]
+                   for v in verified)
 
 
 def _verified_identity(registry: Any, lib: str) -> list[object] | None:

@@ -57,8 +57,11 @@ def replace_code(name: str, provider: Provider) -> None:
 
 def after_import(name: str, callback: Callable[[Any], None]) -> None:
     """Run ``callback(module)`` once ``name`` has been executed (now, if it already was)."""
-    if name in sys.modules:
-        callback(sys.modules[name])
+    module = sys.modules.get(name)
+    # a module being executed is in sys.modules already (importlib marks its spec
+    # _initializing): the callback waits for the end of that execution
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        callback(module)
         return
     _after.setdefault(name, []).append(callback)
     _ensure_finder()

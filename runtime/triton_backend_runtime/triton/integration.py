@@ -116,6 +116,10 @@ def act(plan: Plan, registry: Registry) -> None:
         when_loaded("cache-key", lambda _module: _fold_cache_key(registry), package)
     watch_driver(registry)
     guard(registry)  # a plugin package's own extend_with call is checked too
+    if registry.policy != OFF and registry.core is None and registry.libtriton_verified:
+        from .core import check_mapped
+
+        check_mapped(registry, package)  # a library loaded since triton/__init__ ran
 
 
 def _fold_cache_key(registry: Registry) -> None:

@@ -36,8 +36,9 @@ def when_loaded(step: str, action: Callable[[Any], None], package: str = "triton
     if step not in STEPS:
         raise ValueError(f"unknown libtriton step {step!r}")
     name = module_name(package)
-    if name in sys.modules:
-        action(sys.modules[name])
+    module = sys.modules.get(name)
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        action(module)
         return
     steps = _pending.get(name)
     if steps is None:
