@@ -203,7 +203,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     try:
         key = signing_key(args.key)
         if key is None:
-            raise InputError("key", "--key", "mirror signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
+            raise InputError("key", "--key", "mirror needs --key KEY (or BACKEND_PACKAGER_SIGNING_KEY): it signs")
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
                             capture=_capture_policy(args))

@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "init",
         help="create a new vendor backend project",
         description="Create DIR (absent or empty) holding a Triton backend project that builds as it is "
-        "with `python -m build` into a wheel with a signed manifest: pyproject.toml configured for "
+        "into a wheel with a signed manifest (the `next:` line it prints is the command that does it, from here): "
+        "pyproject.toml configured for "
         "backend_packager.build, a C driver library, and compiler.py / driver.py subclassing Triton's "
         "BaseBackend / DriverBase. Names default from DIR: acme-backend -> backend 'acme', package "
         "acme_backend.",

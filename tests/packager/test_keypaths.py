@@ -86,6 +86,16 @@ def test_a_key_not_found_names_the_resolved_path_and_the_rule(tmp_path: Path, si
     assert not list((project / "dist").glob("*.whl"))
 
 
+def test_a_public_key_given_to_the_build_is_named_as_such(tmp_path: Path, signing_key: Keypair) -> None:
+    project = vendor(tmp_path, signing_key, table_key=False)
+    (project.parent / "keys" / "vendor.pub").write_bytes(signing_key.public.read_bytes())
+    result = shell_build(project.parent, "vendor", "--wheel", key_env="keys/vendor.pub")
+    assert result.returncode != 0
+    line = next(x for x in result.stderr.splitlines() if x.startswith("backend-packager: error:"))
+    assert "vendor.pub: is a public key; pass the private key (.pem)" in line
+    assert not list((project / "dist").glob("*.whl"))
+
+
 def test_the_unpacked_sdist_is_found_only_by_an_identical_pyproject(tmp_path: Path) -> None:
     start = tmp_path / "start"
     (start / "a").mkdir(parents=True)

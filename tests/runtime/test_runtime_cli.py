@@ -170,7 +170,7 @@ def test_trust_remove_from_the_system_directory_notes_a_key_still_trusted(cli: C
         (["trust", "add", "one.pub", "--scope", ",", "--user"], 2, "input.name", "--scope: a scope names at least"),
         (["trust", "min-version", "triton", "1.x", "--user"], 2, "input.version", "'1.x' is not a PEP 440 version"),
         (["trust", "min-version", "bad_", "1.0", "--user"], 2, "input.name", "is not a distribution name"),
-        (["hook", "install", "--site", "nowhere/at/all"], 1, "file.enoent", "nowhere/at/all"),
+        (["hook", "install", "--site", "nowhere/at/all"], 2, "input.site-packages", "nowhere/at/all: not a dir"),
     ],
 )
 def test_exit_codes_and_one_line_errors(cli: Cli, args: list[str], code: int, reason: str, text: str) -> None:

@@ -44,6 +44,8 @@ from .trustcmd import cmd_trust
 def cmd_hook(args: argparse.Namespace) -> int:
     from ..autohook import OLD_PTH_NAMES, PTH_LINE, pth_path
 
+    if args.site is not None and not os.path.isdir(args.site):
+        raise UnusableInput("site-packages", args.site, "not a directory")
     out = Report(args.json)
     path = pth_path(args.site)
     olds = [p for n in OLD_PTH_NAMES if os.path.lexists(p := os.path.join(os.path.dirname(path), n))]
