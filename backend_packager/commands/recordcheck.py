@@ -16,6 +16,8 @@ from triton_backend_runtime.manifest import Artifact, ElfInfo
 from triton_backend_runtime.site import (
     MAX_WALK_ENTRIES,
     Confinement,
+    Distribution,
+    RecordClaims,
     open_installed,
     read_bounded,
     walk_files,
@@ -264,7 +266,10 @@ def file_identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
 
 def _unrecorded(installed: Installed, recorded: list[str]) -> list[TrustError]:
     """Code in the top-level packages of the ``recorded`` files that RECORD does not list
-    (bytecode in ``__pycache__`` aside: the runtime never runs it in place of a verified source)."""
+    (bytecode in ``__pycache__`` aside: the runtime never runs it in place of a verified source),
+    nor another installed distribution's RECORD, as the file is on disk: an add-on's files in
+    Triton's ``_C/``, Triton's own around a backend installed in ``triton/backends/<name>/``.
+    Each distribution is adopted on its own files; the runtime verifies the other on its own."""
     known = set(recorded)
     tops = {os.path.join(installed.site, p.split(os.sep)[0])
             for p in (os.path.relpath(f, installed.site) for f in recorded)}
@@ -273,17 +278,19 @@ def _unrecorded(installed: Installed, recorded: list[str]) -> list[TrustError]:
              for v in installed.entry_points.get(BACKENDS_GROUP, {}).values()}
     tops = {t for t in tops if not t.endswith((".dist-info", ".data")) and os.path.isdir(t)}
     budget = [MAX_WALK_ENTRIES]
-    found: list[TrustError] = []
+    unknown: list[str] = []
+    limit: list[TrustError] = []
     try:
         for top in sorted(tops):
             for here, names in walk_files(top, budget):
                 if os.path.basename(here) == "__pycache__":
                     continue
-                found += [InstalledError("unrecorded", p, "code that RECORD does not list")
-                          for n in names if _is_code(n) and (p := os.path.join(here, n)) not in known]
+                unknown += [p for n in names if _is_code(n) and (p := os.path.join(here, n)) not in known]
     except VerifyError as exc:
-        found.append(InstalledError("walk-limit", exc.path, exc.detail))
-    return found
+        limit.append(InstalledError("walk-limit", exc.path, exc.detail))
+    others = RecordClaims(Distribution("", "", installed.full(installed.dist_info), installed.site))
+    return [InstalledError("unrecorded", p, "code that RECORD does not list") for p in unknown
+            if others.owner(p) is None] + limit
 
 
 def _is_code(name: str) -> bool:

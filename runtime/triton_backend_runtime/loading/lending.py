@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from ..base import REJECTED, VERIFIED, Reason, VerifyError, canonicalize_name, reason_of
 from ..site import Distribution, read_small_text
@@ -26,6 +27,8 @@ from ..verification import Verdict
 
 #: Requires-Dist headers read from an add-on's METADATA (a real one has tens).
 MAX_REQUIREMENTS = 1000
+#: The distribution name a requirement starts with (PEP 508).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def settle(verdicts: dict[str, Verdict], triton: Distribution | None) -> dict[str, Verdict]:
@@ -74,11 +77,15 @@ def _pin_problem(dist_info: str, triton: Distribution) -> Reason | None:
     """The add-on's ``Requires-Dist`` on ``triton``'s distribution, if its installed version
     does not satisfy it (markers evaluated here, without extras); None when it does or there
     is none. The METADATA is read within its bound; a line that is not a requirement is not one."""
+    where = os.path.join(dist_info, "METADATA")
+    pins = [line for line in _requires_dist(read_small_text(where) or "")
+            if (name := _NAME.match(line)) and canonicalize_name(name.group()) == triton.key]
+    if not pins:
+        return None  # the common case: packaging's requirement parser is not imported
     from packaging.markers import UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
 
-    where = os.path.join(dist_info, "METADATA")
-    for line in _requires_dist(read_small_text(where) or ""):
+    for line in pins:
         try:
             req = Requirement(line)
             if canonicalize_name(req.name) != triton.key or (req.marker and not req.marker.evaluate({"extra": ""})):
