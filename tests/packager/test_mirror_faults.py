@@ -52,7 +52,7 @@ def test_symlink_to_the_key_is_never_served(src: Path, keys: tuple[Keypair, Keyp
     evil.symlink_to(keys[0].private)
     out = tmp_path / "out"
     code, doc, _ = run_mirror(src, out, keys[0], "--pass-through-failures")
-    assert code == 1
+    assert code == 2  # an input.* failure: unusable input, as on every command
     (result,) = [w for w in doc["wheels"] if w["filename"] == evil.name]
     assert result["error"]["code"] == "input.symlink" and result["served"] is False
     assert not os.path.lexists(out / evil.name) and "evil" not in served(out)
@@ -71,7 +71,7 @@ def test_simple_index_link_to_a_symlink_is_refused(src: Path, keys: tuple[Keypai
     (tree / "evil-1.0-py3-none-any.whl").symlink_to(keys[0].private)
     (tree / "simple" / "evil" / "index.html").write_text('<a href="../../evil-1.0-py3-none-any.whl">e</a>\n')
     code, doc, _ = run_mirror(tree, tmp_path / "out", keys[0], "--pass-through-failures")
-    assert code == 1
+    assert code == 2
     (result,) = doc["wheels"]
     assert result["error"]["code"] == "input.symlink" and not result["served"]
     assert keys[0].private.read_bytes() not in tree_bytes(tmp_path / "out")
@@ -84,7 +84,7 @@ def test_migrate_refuses_a_symlinked_wheel(wheels: dict[str, Path], keys: tuple[
     link.symlink_to(wheels["backend"])
     for given in (link, link.parent):
         proc = run_cli("migrate", str(given), "-o", str(tmp_path / "o"), "--key", str(keys[0].private), "--json")
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert [w["error"]["code"] for w in json.loads(proc.stdout)["wheels"]] == ["input.symlink"]
     assert not (tmp_path / "o" / link.name).exists()
 
