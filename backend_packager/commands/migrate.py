@@ -6,7 +6,9 @@ for them too; ``--backend NAME=PACKAGE`` overrides), hash every member and scan 
 ones, write the signed manifest (hash-only, with a warning, when no key is given), which
 vouches for every file of the output wheel. Name, version and tags are kept. A wheel that
 already has a manifest is re-scanned and re-signed: that is how a wheel is re-signed after
-``auditwheel repair``.
+``auditwheel repair``. A backend whose code (``<package>/compiler.py`` and ``driver.py``) is not
+in the wheel is refused (``wheel.backend-missing``), and one inside a Triton package whose
+``__init__.py`` the wheel does not hold is signed with a warning (:mod:`backend_packager.manifest.backendcode`).
 
 Renamed packages: a vendor release that renames ``triton`` (``tokenspeed_triton``) reads the
 group ``<package>.backends``; the package is read from the wheel (``--triton-package`` when it
@@ -41,7 +43,7 @@ from ..base import (
     source_date_epoch,  # adopt imports it from here
 )
 from ..formats import DEFAULT_PACKAGE, Discrepancy
-from ..manifest import Injection, SigningKey, plugininfo
+from ..manifest import Injection, SigningKey, backendcode, plugininfo
 from ..manifest import contents as assemble
 from ..rewrite import rewrite_wheel
 from ..wheel import WheelContents, open_wheel
@@ -193,6 +195,8 @@ def plan_migration(
         # Re-signing (e.g. after auditwheel repair): keep what the vendor declared.
         backends, requirements = previous.backends, previous.requirements
         provenance, protocol = previous.provenance, previous.protocol_version
+    _refuse_missing_code(backends, contents, outcome)
+    _warn_if_foreign(backends, contents, package, outcome)
     injection = assemble.describe(
         contents, backends, found.entry_points,
         requirements=requirements, provenance=_repaired(provenance, repairs, outcome.source, options.source_fd),
@@ -277,6 +281,28 @@ def _warn_if_unfound(found: assemble.Backends, contents: WheelContents, outcome:
             f"{outcome.source}: backend-shaped directories ({shown}) but no backend found for the Triton "
             f"package {found.package!r}: name the package with --triton-package NAME, or the backends with "
             "--backend NAME=PACKAGE"
+        )
+
+
+def _refuse_missing_code(backends: list[m.Backend], contents: WheelContents, outcome: Outcome) -> None:
+    """A backend is signed only where its code is: entry points alone (an overlay declaring
+    Triton's own backends) would have the manifest vouch for files it does not cover."""
+    missing = backendcode.missing_code(backends, contents.names)
+    if missing:
+        listing = "; ".join(found.describe() for found in missing)
+        raise WheelError("backend-missing", str(outcome.source), f"backends whose code is not among "
+                         f"{contents.name}'s files: {listing}; not signing them as its backends (`migrate --backend "
+                         "NAME=PACKAGE` names the backends it does hold)")
+
+
+def _warn_if_foreign(backends: list[m.Backend], contents: WheelContents, package: str, outcome: Outcome) -> None:
+    """Backends inside a Triton package this distribution does not provide: say whose they may be."""
+    names = backendcode.inside_foreign_package(backends, contents.names, package)
+    if names:
+        outcome.warnings.append(
+            f"{outcome.source}: {contents.name} signs backends ({', '.join(names)}) inside the package {package}, "
+            f"but has no {package}/__init__.py: that package is another distribution's; check that these "
+            f"backends are {contents.name}'s own, not the other distribution's (an overlay's)"
         )
 
 

@@ -8,7 +8,7 @@ keys and DSSE, ``config`` the vendor's ``[tool.backend-packager]`` table.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import config, contents, pluginanswer, plugincall, plugincontract, plugininfo, signing
+    from . import backendcode, config, contents, pluginanswer, plugincall, plugincontract, plugininfo, signing
     from .config import SIGNING_KEY_ENV
     from .contents import Injection
     from .pluginanswer import reported_where
@@ -20,6 +20,7 @@ __all__ = [
     "Policy",
     "SIGNING_KEY_ENV",
     "SigningKey",
+    "backendcode",
     "config",
     "contents",
     "pluginanswer",
