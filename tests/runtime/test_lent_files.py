@@ -155,11 +155,12 @@ def test_a_record_alone_vouches_for_nothing(env: TrustEnv, site: Path) -> None:
 def test_a_requires_dist_pin_on_another_triton_refuses_the_addon(env: TrustEnv, site: Path) -> None:
     core = _core(site, env)
     addon = _addon(site, env, "Requires-Dist: triton==3.8.0")
-    reg = env.registry(site, policy="strict")
-    found = _verdict(reg, addon).problem
-    assert found is not None and (found.code, found.path) == ("verify.triton", str(addon.dist_info / "METADATA"))
-    assert "triton==3.8.0" in found.message and "triton 3.9.0" in found.message
-    _core_refused(reg, core, "triton/_C/libproton.so", addon)  # its files in Triton are not verified code
+    for _ in ("cold", "warm"):  # checked at every load, the verdicts from the cache or not
+        reg = env.registry(site, policy="strict")
+        found = _verdict(reg, addon).problem
+        assert found is not None and (found.code, found.path) == ("verify.triton", str(addon.dist_info / "METADATA"))
+        assert "triton==3.8.0" in found.message and "triton 3.9.0" in found.message
+        _core_refused(reg, core, "triton/_C/libproton.so", addon)  # its files in Triton are not verified code
 
 
 # -- a backend installed inside Triton ---------------------------------------------------------
