@@ -37,9 +37,9 @@ def settle(verdicts: dict[str, Verdict], triton: Distribution | None) -> dict[st
     core = settled.get(triton.dist_info) if triton is not None else None
     if triton is not None and core is not None:
         for owner in sorted(core.lent):
-            problem = _pin_problem(owner, triton)
             found = settled.get(owner)
-            if problem is not None and found is not None and found.status != REJECTED:
+            problem = _pin_problem(owner, triton) if found is not None and found.status != REJECTED else None
+            if found is not None and problem is not None:
                 settled[owner] = dataclasses.replace(found, status=REJECTED, problem=problem)
     _withdraw(settled)
     return settled
