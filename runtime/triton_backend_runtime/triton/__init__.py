@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         pluginguard,
         plugins,
         selection,
+        sources,
     )
     from .integration import admit
     from .selection import probe_active
@@ -38,6 +39,7 @@ __all__ = [
     "plugins",
     "probe_active",
     "selection",
+    "sources",
 ]
 
 _WHERE = {

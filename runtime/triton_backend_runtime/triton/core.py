@@ -53,7 +53,7 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
     if registry.policy == OFF or spec is None or not getattr(spec, "origin", None):
         return None
     registry.verify(package=package)
-    from .integration import guard_sources
+    from .sources import guard_sources
 
     guard_sources(registry)  # before triton/__init__ runs any of its modules
     reason = core_reason(registry, str(spec.origin))

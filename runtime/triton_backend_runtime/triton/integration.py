@@ -20,11 +20,12 @@ from typing import Any
 from ..base import BAD_STATES, LOADED, OFF, PENDING, STRICT, PolicyError, Reason, reason_of
 from ..loading import Entry, Plan, PluginEntry, Registry, emit, get
 from . import importwatch
-from .bytecode import SourceChanged, code_for, verified_source
+from .bytecode import verified_source
 from .libtriton import when_loaded
 from .patch import patch_source, unwrappable
 from .pluginguard import guard
 from .plugins import hand_over
+from .sources import guard_sources, verified_or_none
 
 __all__ = ["RegistryUnavailable", "act", "admit", "guard_sources", "patched_backends", "refuse_unwrappable",
            "watch_driver"]
@@ -40,35 +41,12 @@ def admit(registry: Registry, load: Callable[[str, str], Any], backends_dir: str
     return plan.backends
 
 
-def guard_sources(registry: Registry) -> None:
-    """The sources the registry verified run as they were verified, never a ``__pycache__``
-    pyc (:mod:`.bytecode`): a source changed since is refused under strict."""
-    if registry.verified_sources:
-        importwatch.guard(registry.verified_sources, registry.verified_tops, verified_code)
-
-
-def verified_code(origin: str, verified: list[object]) -> Any:
-    return _verified(code_for, origin, verified)
-
-
-def _verified(read: Callable[[str, list[object]], Any], origin: str, verified: list[object]) -> Any:
-    """``read(origin, verified)``; a source changed since it was verified is refused under
-    strict and, under warn, imported as Python would (None) with a warning."""
-    try:
-        return read(origin, verified)
-    except SourceChanged as exc:
-        if get().policy == STRICT:
-            raise
-        emit(str(exc))
-        return None
-
-
 def patched_backends(origin: str | None, verified: list[object] | None, get_source: Callable[[], str | None]) -> Any:
     """The code to run for ``triton.backends``: its source (the verified bytes when it was
     verified) with the registry patch; None runs the module as it is (already patched, or of
     an unknown shape, which is refused under strict)."""
     if verified is not None and origin is not None:
-        data = _verified(verified_source, origin, verified)
+        data = verified_or_none(verified_source, origin, verified)
         source = data.decode("utf-8") if data is not None else get_source()
     else:
         source = get_source()
