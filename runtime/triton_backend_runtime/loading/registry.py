@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import (
     BAD_STATES,
@@ -59,9 +59,11 @@ from ..site import (
 )
 from ..verification import REHASH_ENV, Verdict, VerifyCache, cache_file, context_digest
 from . import policy as pol
+
+if TYPE_CHECKING:  # the report's rows are made only for doctor and list, never at import
+    from .report import Report
 from .claims import claim_keys, claim_of, may_conflict
 from .entries import NEVER_SERVED, BackendWarning, Entry, Loader, Plan, PluginEntry
-from .report import Report, backend_row, core_row, plugin_row, renamed_cores
 
 
 class Registry:
@@ -423,6 +425,8 @@ class Registry:
 
     def report(self) -> Report:
         """Everything, as typed rows; ``report().to_dict()`` is the ``list --json`` document."""
+        from .report import Report, backend_row, core_row, plugin_row, renamed_cores
+
         with self._lock:
             found = self.discovery
             triton = found.triton if found else None

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import OFF, STRICT, VERIFIED, PolicyError, Reason, VerifyError, reason_of
 from ..site import DEFAULT_PACKAGE, core_init, identity, same_file
-from .mapped import DELETED, Lookup, lookup
 
 if TYPE_CHECKING:
     from ..site import Overlap
+    from .mapped import Lookup
 
 
 #: The reason code of files owned by two distributions (:mod:`.ownership`).
@@ -87,7 +87,10 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
     of the ``_C.libtriton`` import never runs; the mappings show what was loaded. This is
     after ``dlopen``: its constructors have run, but under strict nothing imports the core."""
     from ..loading import registry as reg
+    from .mapped import DELETED, lookup
 
+    if _imported_verified(registry, package):
+        return  # libtriton came through the import system, from the verified file (checked then)
     found = lookup(lambda m: _foreign_libtriton(m, list(registry.libtriton_verified.values()))).found
     if found is None:
         return
@@ -102,9 +105,21 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
         reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
 
 
+def _imported_verified(registry: Any, package: str) -> bool:
+    """Whether ``<package>._C.libtriton`` is imported, from a file verified, non-empty and
+    unchanged: the common case, where reading the whole mapping table is not needed."""
+    import sys
+
+    path = getattr(sys.modules.get(f"{package}._C.libtriton"), "__file__", None)
+    ident = _verified_identity(registry, path) if isinstance(path, str) else None
+    return ident is not None and ident[2] != 0 and _identity(path) == ident  # type: ignore[arg-type]
+
+
 def _foreign_libtriton(mapping: Any, verified: list[list[object]]) -> bool:
     """A mapping of a file named like Triton's library that is none of the verified ones (by
     inode and device; an overlay's anonymous device, major 0, as :func:`loaded_reason`)."""
+    from .mapped import DELETED
+
     name = os.path.basename(mapping.path.removesuffix(DELETED))
     if not (name.startswith(b"libtriton") and b".so" in name):
         return False
@@ -175,6 +190,8 @@ def loaded_reason(path: str, verified: list[object]) -> Reason | None:
 def _mapping(path: str) -> Lookup:
     """The first mapping of ``path`` in this process, found by its path: its device and inode
     are what is checked."""
+    from .mapped import DELETED, lookup
+
     real = os.fsencode(os.path.realpath(path))
     return lookup(lambda m: m.path in (real, real + DELETED))
 
