@@ -147,6 +147,7 @@ def _wheels_in(paths: list[Path]) -> list[Path]:
 def cmd_adopt(args: argparse.Namespace) -> int:
     """Exit 0 when every distribution is adopted, 1 when one was refused (files that differ from
     RECORD) or failed, 2 for an unusable key, site-packages directory or distribution name."""
+    from .base import WheelProgress
     from .commands.adopt import adopt
 
     key = signing_key(args.key)
@@ -156,9 +157,11 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         raise InputError("site-packages", str(args.site_packages), "not a directory")
     sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
     capture = _capture_policy(args)
+    bar = WheelProgress([], enabled=False if args.json or args.quiet or args.wheel_out is None else None)
     outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out,
-                      against=args.against, jobs=args.jobs, capture=capture)
+                      against=args.against, jobs=args.jobs, capture=capture, progress=bar)
                 for name in args.dists]
+    bar.close()
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "distributions": [o.as_dict() for o in outcomes],
                           "failed": sum(o.error is not None for o in outcomes)}, indent=1))

@@ -1,4 +1,5 @@
-"""``backend-packager adopt`` of an installed triton 3.9.0 against hashing its installed files.
+"""``backend-packager adopt`` of an installed triton 3.9.0 against hashing its installed files,
+and ``adopt --wheel-out`` against ``adopt``.
 
 The reference, measured in the same run: sha256 of every file the installed RECORD lists
 with a hash (about 1 GB), read in 1 MiB chunks, one thread, in Python (hashlib), with the
@@ -8,7 +9,13 @@ writes. Target: ratio <= 1.3 at the default ``--jobs`` (the core count); ``--job
 printed too: hashing alone then takes the reference's time, and the fixed costs (start-up,
 encoding and signing the statement) come on top.
 
-Each adopt run works on a fresh hard-linked copy of the site-packages (adopt replaces the
+``adopt --wheel-out`` of the same installed distribution, measured in the same run, against
+in-place ``adopt`` at the same ``--jobs`` (target: ratio <= 1.3): it checks the files as
+adopt does, then streams them once into the wheel, deflating them on ``--jobs`` threads. Its
+floor is printed too: zlib's level 1 on the same bytes, blocks on ``--jobs`` threads, no
+reading, hashing or writing (on few cores, deflating is most of what it costs).
+
+Each in-place adopt run works on a fresh hard-linked copy of the site-packages (adopt replaces the
 files it writes by renaming, so the copy shares every other file's pages), in a child
 process; the best of three runs is kept, as for the reference. Run:
 ``python bench/bench_adopt.py`` (installs triton 3.9.0 into a venv), or
@@ -22,10 +29,13 @@ import argparse
 import csv
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,6 +82,39 @@ def adopt(site: Path, key: Path, jobs: int, scratch: Path) -> float:
     return elapsed
 
 
+def adopt_wheel_out(site: Path, key: Path, jobs: int, scratch: Path) -> float:
+    """Seconds of one ``adopt --wheel-out`` child process (the install is only read)."""
+    out = scratch / f"wheels-{time.monotonic_ns()}"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "backend_packager", "adopt", "triton", "--site-packages", str(site),
+                    "--key", str(key), "--jobs", str(jobs), "-q", "--wheel-out", str(out)], check=True)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(out)
+    return elapsed
+
+
+def deflate_recorded(site: Path, jobs: int) -> float:
+    """The floor of ``--wheel-out``'s extra work: seconds to deflate (zlib level 1, 1 MiB blocks
+    on ``jobs`` threads) the files RECORD hashes, already in memory, one file at a time."""
+    from backend_packager.wheel import filewriter
+
+    (record,) = site.glob("triton-*.dist-info/RECORD")
+    with record.open(newline="") as stream:
+        paths = [site / path for path, digest, _ in csv.reader(stream) if digest and not path.startswith("../")]
+
+    def deflate(block: bytes) -> int:
+        return len(zlib.compressobj(filewriter.LEVEL, zlib.DEFLATED, -15).compress(block))
+
+    elapsed = 0.0
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for path in paths:
+            data = path.read_bytes()
+            start = time.perf_counter()
+            sum(pool.map(deflate, [data[i:i + filewriter.BLOCK] for i in range(0, len(data), filewriter.BLOCK)]))
+            elapsed += time.perf_counter() - start
+    return elapsed
+
+
 def copy_installed(installed: Path, root: Path) -> Path:
     """The installed triton's package and .dist-info, copied into a site of their own."""
     site = root / "site"
@@ -98,10 +141,18 @@ def main() -> None:
         t_ref = best(lambda: hash_recorded(site), RUNS)
         t_j1 = min(adopt(site, key, 1, root) for _ in range(RUNS))
         t_jn = min(adopt(site, key, args.jobs, root) for _ in range(RUNS))
+        t_w1 = min(adopt_wheel_out(site, key, 1, root) for _ in range(RUNS))
+        t_wn = min(adopt_wheel_out(site, key, args.jobs, root) for _ in range(RUNS))
+        t_deflate = deflate_recorded(site, args.jobs)
     print(f"installed: {dist_info.name} ({size / 1e6:.0f} MB in the files RECORD hashes)")
     print(f"sha256 of the installed files (reference) {t_ref:7.2f} s")
     print(f"adopt --jobs 1   {t_j1:7.2f} s   ratio {t_j1 / t_ref:.2f}")
     print(f"adopt --jobs {args.jobs}   {t_jn:7.2f} s   ratio {t_jn / t_ref:.2f} (target <= 1.3)")
+    print(f"adopt --wheel-out --jobs 1   {t_w1:7.2f} s   ratio to adopt --jobs 1: {t_w1 / t_j1:.2f}")
+    print(f"adopt --wheel-out --jobs {args.jobs}   {t_wn:7.2f} s   ratio to adopt --jobs {args.jobs}: "
+          f"{t_wn / t_jn:.2f} (target <= 1.3)")
+    print(f"  of which at least: deflating the files on {args.jobs} threads {t_deflate:7.2f} s "
+          f"(adopt + deflate: ratio {(t_jn + t_deflate) / t_jn:.2f})")
 
 
 if __name__ == "__main__":

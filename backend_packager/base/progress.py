@@ -30,6 +30,16 @@ class WheelProgress:
         self._lock = threading.Lock()
         self._last = 0.0
 
+    def expect(self, wheel: Path, size: int) -> None:
+        """A wheel whose size is known only once its work starts (``adopt --wheel-out``: the
+        installed files it writes), counted from then on."""
+        with self._lock:
+            self.total_wheels += wheel not in self.sizes
+            self.sizes[wheel] = size
+            self.seen.setdefault(wheel, 0)
+            self.total_bytes = sum(self.sizes.values()) or 1
+            self._draw(force=True)
+
     def on_bytes(self, wheel: Path, member: str, nbytes: int) -> None:
         with self._lock:
             self.done_bytes += nbytes

@@ -34,9 +34,10 @@ from the installed files in place, each held to the file as hashed (:class:`.plu
 a plugin that ships no ``libtriton.so`` is called against the one installed beside it.
 
 ``--wheel-out DIR`` (:mod:`.wheelout`) leaves the installed files alone and writes a wheel instead: the checked
-files, read again and compared with what was checked, into a plain wheel, which ``migrate``
-itself then signs into ``DIR``. The plain wheel is written unnamed into a scratch directory
-of ``DIR`` that carries the pid; one a killed run left is removed by the next.
+files streamed once into it (:mod:`~backend_packager.wheel.filewriter`: each read, hashed and
+compared with the digest it was checked with, deflated on ``jobs`` threads), then planned,
+sealed and finished as ``migrate`` does, with a progress bar on a terminal. The wheel is
+written unnamed and named only when whole: a failed or killed run leaves none.
 
 ``--against WHEEL|INDEX``: RECORD on disk is what the installer wrote, and whoever changed
 an installed file could rewrite it to match; :func:`.against.check_against` also requires every
@@ -54,7 +55,7 @@ from pathlib import Path
 
 from triton_backend_runtime.base import TrustError
 
-from ..base import InstalledError
+from ..base import InstalledError, WheelProgress
 from ..manifest import SigningKey, plugininfo
 from .against import check_against
 from .inplace import adopt_in_place
@@ -64,10 +65,12 @@ from .wheelout import adopt_into_wheel
 
 
 def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
-          against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off") -> Adoption:
+          against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off",
+          progress: WheelProgress | None = None) -> Adoption:
     """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
     several to search: :func:`find_site`); errors land in the outcome. ``capture``: whether
-    and where its plugins' code runs to ask them (:data:`.plugininfo.Policy`; not by default)."""
+    and where its plugins' code runs to ask them (:data:`.plugininfo.Policy`; not by default).
+    ``progress``: the bytes of the wheel ``wheel_out`` gets, as they are written."""
     searched = [sites] if isinstance(sites, Path) else list(sites)
     outcome = Adoption(searched[0] / name)
     started = time.perf_counter()
@@ -80,7 +83,7 @@ def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out
         if against is not None:
             check_against(installed, checked, key, against, outcome)
         if wheel_out is not None:
-            adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture)
+            adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture, progress)
         else:
             adopt_in_place(installed, checked, key, outcome, capture)
     except TrustError as exc:

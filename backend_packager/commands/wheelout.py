@@ -1,55 +1,93 @@
-"""``adopt --wheel-out``: the checked files, read again and compared with what was checked,
-written into a plain wheel in a scratch directory, which ``migrate`` then signs into the output."""
+"""``adopt --wheel-out``: the checked files streamed once into the output wheel, each compared
+with the digest it was checked with, then planned, sealed and finished as ``migrate`` does."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import stat
-import tempfile
-import time
-import zipfile
+import dataclasses
 from pathlib import Path
-from typing import BinaryIO
 
 from triton_backend_runtime.base import atomic_output
 from triton_backend_runtime.manifest import is_installer_file
-from triton_backend_runtime.site import CHUNK, open_installed
+from triton_backend_runtime.site import Confinement
 
-from ..base import InstalledError, fsutil
-from ..formats import records
-from ..manifest import SigningKey, plugininfo
-from ..wheel import escape_name
+from ..base import InstalledError, WheelError, WheelProgress, source_date_epoch
+from ..formats import Discrepancy
+from ..manifest import Injection, SigningKey, plugininfo, seal
+from ..rewrite import check_coverage, check_repairs
+from ..wheel import (
+    FileWheelWriter,
+    SourceFile,
+    WheelContents,
+    WheelName,
+    escape_name,
+    manifest_member,
+    replaced_members,
+)
+from .inplace import contents_of
 from .installed import Adoption, Installed
-from .migrate import Options as MigrateOptions
-from .migrate import migrate_wheel
-from .recordcheck import Checked
-
-#: ``--wheel-out``'s scratch directories in the output directory: PREFIX + pid + "-" + random + ".tmp".
-SCRATCH_PREFIX = ".backend-packager-adopt."
+from .migrate import plan_migration
+from .plugincapture import capture_plugins
+from .recordcheck import Checked, open_recorded
 
 
 def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
-                      outcome: Adoption, capture: plugininfo.Policy = "off") -> None:
-    """A plain wheel of the checked files in a scratch directory of ``out_dir``, then ``migrate``
-    into ``out_dir``. The plain wheel is written unnamed (the one atomic writer) and named
-    only when whole; the scratch directory carries this process's pid, and the next run
-    removes those whose process is gone (a ``kill -9`` leaves one, never a wheel in ``out_dir``)."""
+                      outcome: Adoption, capture: plugininfo.Policy = "off",
+                      progress: WheelProgress | None = None) -> None:
+    """``out_dir/<name>-<version>-<tags>.whl``: the wheel the distribution was installed from,
+    less what the installer generated, signed. Written unnamed (the one atomic writer) and
+    named only when whole: a failed or killed run leaves no wheel."""
+    name = wheel_filename(installed)
+    found = _tag_discrepancies(installed, name)
+    members = [c for c in checked if not is_installer_file(c.path) and c.path != f"{installed.dist_info}/RECORD"]
+    _refuse_other_dist_info(installed, members)
+    confine = Confinement(installed.site)
+    replaced = replaced_members(installed.dist_info)  # planned anew, regenerated or dropped
+    files = [_source(c, confine) for c in members if c.path not in replaced]
     out_dir.mkdir(parents=True, exist_ok=True)
-    fsutil.remove_orphan_dirs(out_dir, SCRATCH_PREFIX, ".tmp")  # a killed adopt's, pid gone
-    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", suffix=".tmp", dir=out_dir))
-    try:
-        plain = scratch / wheel_filename(installed)
-        with atomic_output(str(plain), durable=False) as stream:
-            write_plain_wheel(stream, installed, checked)
-        migrated = migrate_wheel(plain, out_dir, key, jobs=jobs, options=MigrateOptions(capture=capture))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    for name in ("output", "status", "backends", "plugins", "artifacts", "native", "signed_by", "warnings"):
-        setattr(outcome, name, getattr(migrated, name))
-    if migrated.error is not None:
-        raise migrated.error
+    dst = out_dir / name
+    source = outcome.source
+
+    def on_bytes(member: str, nbytes: int) -> None:
+        if progress is not None:
+            progress.on_bytes(source, member, nbytes)
+
+    with (
+        atomic_output(str(dst)) as out,
+        FileWheelWriter(installed.dist_info, out.fileno(), files, jobs=jobs, epoch=source_date_epoch(),
+                        progress=on_bytes) as writer,
+    ):
+        if progress is not None:
+            progress.expect(source, writer.total_bytes)
+        try:
+            writer.copy_payload()
+            contents = dataclasses.replace(contents_of(installed, checked), discrepancies=found,
+                                           names=[*(c.path for c in members), f"{installed.dist_info}/RECORD"])
+            injection = _plan(installed, checked, contents, outcome, capture)
+            envelope = seal(injection.manifest, key)
+            writer.finish({**injection.files, manifest_member(installed.dist_info): envelope})
+        finally:
+            if progress is not None:
+                progress.on_wheel(source)
+    outcome.output, outcome.signed_by = dst, key.public.keyid
+
+
+def _plan(installed: Installed, checked: list[Checked], contents: WheelContents, outcome: Adoption,
+          capture: plugininfo.Policy) -> Injection:
+    """``migrate``'s plan and checks; the plugins asked (if at all) from the installed files in place."""
+    injection = plan_migration(contents, None, source_date_epoch(), outcome)
+    injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins,
+                                                 capture)
+    outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
+    check_repairs(contents, injection, installed.full)
+    check_coverage(contents, injection, installed.full)
+    return injection
+
+
+def _source(item: Checked, confine: Confinement) -> SourceFile:
+    def opener() -> int:
+        return open_recorded(item.full, confine)[0]  # confined, regular, no final symlink, as when checked
+
+    return SourceFile(item.path, item.artifact.sha256, item.artifact.size, item.mode, item.mtime, item.full, opener)
 
 
 def wheel_filename(installed: Installed) -> str:
@@ -66,34 +104,35 @@ def wheel_filename(installed: Installed) -> str:
     build = installed.wheel.get("Build")
     name = escape_name(installed.metadata["Name"])
     fields = [name, installed.metadata["Version"], *([build] if build else []), *(".".join(p) for p in parts)]
-    return "-".join(fields) + ".whl"
+    filename = "-".join(fields) + ".whl"
+    _check_names(installed, filename)
+    return filename
 
 
-def write_plain_wheel(wheel: Path | BinaryIO, installed: Installed, checked: list[Checked]) -> None:
-    """Every checked file but those installers write, each read again and compared with what
-    was checked, and a RECORD of them: the wheel the distribution was installed from, less
-    what the installer generated."""
-    record = f"{installed.dist_info}/RECORD"
-    members = [c for c in checked if not is_installer_file(c.path) and c.path != record]
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
-        for item in members:
-            _add_member(archive, item)
-        rows = [records.RecordRow(c.path, c.artifact.sha256, c.artifact.size) for c in members]
-        archive.writestr(record, records.render([*rows, records.RecordRow(record, None, None)]))
+def _check_names(installed: Installed, filename: str) -> None:
+    """What reading the wheel back would refuse: a file name that is not a wheel's, a
+    ``.dist-info`` named for another name or version."""
+    WheelName.parse(filename)
+    name, version = installed.metadata["Name"], installed.metadata["Version"]
+    if escape_name(installed.dist_info) != escape_name(f"{escape_name(name)}-{version}.dist-info"):
+        raise WheelError("name-mismatch", installed.full(installed.dist_info),
+                         f"dist-info directory {installed.dist_info!r} does not match {name} {version}")
 
 
-def _add_member(archive: zipfile.ZipFile, item: Checked) -> None:
-    info = zipfile.ZipInfo(item.path, date_time=time.gmtime(max(item.mtime, 315532800))[:6])
-    info.external_attr = (stat.S_IFREG | (0o755 if item.mode & 0o111 else 0o644)) << 16
-    info.compress_type = zipfile.ZIP_DEFLATED
-    info.file_size = item.artifact.size
-    fd, _ = open_installed(item.full)
-    digest = hashlib.sha256()
-    with os.fdopen(fd, "rb") as source, archive.open(info, "w") as target:
-        left = item.artifact.size
-        while left > 0 and (chunk := source.read(min(CHUNK, left))):
-            digest.update(chunk)
-            target.write(chunk)
-            left -= len(chunk)
-    if digest.hexdigest() != item.artifact.sha256:
-        raise InstalledError("changed", item.full, "changed since it was checked against RECORD")
+def _tag_discrepancies(installed: Installed, filename: str) -> list[Discrepancy]:
+    """WHEEL's tags against the file name's (repeated or unnormalised tags differ): for the
+    plan, which refuses them as ``migrate`` does."""
+    tags = sorted(installed.wheel.get_all("Tag") or [])
+    named = sorted(WheelName.parse(filename).tags)
+    if named == tags:
+        return []
+    return [Discrepancy("wheel.tags", filename, f"file name tags {named} differ from WHEEL tags {tags}")]
+
+
+def _refuse_other_dist_info(installed: Installed, members: list[Checked]) -> None:
+    """A wheel holds one ``.dist-info``: a RECORD that lists files of another is not one wheel's."""
+    for item in members:
+        top = item.path.split("/")[0]
+        if top.endswith(".dist-info") and top != installed.dist_info:
+            raise WheelError("dist-info", item.full, f"RECORD lists a file of another .dist-info than "
+                             f"{installed.dist_info}: not one wheel")

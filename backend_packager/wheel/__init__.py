@@ -7,7 +7,8 @@
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import reader, writer
+    from . import filewriter, reader, writer
+    from .filewriter import FileWheelWriter, SourceFile
     from .reader import (
         MAX_MEMBER_SIZE,
         ZIP_ERRORS,
@@ -24,15 +25,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOREIGN_BINARY",
+    "FileWheelWriter",
     "MAX_MEMBER_SIZE",
     "Member",
     "Progress",
+    "SourceFile",
     "WheelArchive",
     "WheelContents",
     "WheelName",
     "WheelWriter",
     "ZIP_ERRORS",
     "escape_name",
+    "filewriter",
     "manifest_member",
     "open_wheel",
     "open_zip",
@@ -43,9 +47,11 @@ __all__ = [
 
 _WHERE = {
     "FOREIGN_BINARY": "writer",
+    "FileWheelWriter": "filewriter",
     "MAX_MEMBER_SIZE": "reader",
     "Member": "reader",
     "Progress": "writer",
+    "SourceFile": "filewriter",
     "WheelArchive": "reader",
     "WheelContents": "reader",
     "WheelName": "reader",

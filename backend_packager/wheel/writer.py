@@ -137,18 +137,11 @@ class WheelWriter:
             if name in by_name:
                 self._append(self._copy_kept(by_name[name]))
             else:
-                self._append(_write_new(self._out_fd, name, files[name], self._stamp.new, self._offset))
+                self._append(write_new(self._out_fd, name, files[name], self._stamp.new, self._offset))
         self._write_record_and_directory()
 
     def _check_new(self, files: dict[str, bytes]) -> None:
-        dist = self.archive.dist_info + "/"
-        taken = {m.name for m in self._kept} | {f"{dist}RECORD"}
-        for name in files:
-            where = self.archive.where(name)
-            if not name.startswith(dist) or name.endswith("/"):
-                raise WheelError("injection", where, f"a file added on rewrite must be a file in {dist}")
-            if name in taken:
-                raise WheelError("injection", where, "a file added on rewrite would replace a kept member")
+        check_new(files, self.archive.dist_info, {m.name for m in self._kept}, self.archive.where)
 
     def _copy_kept(self, member: Member) -> Written:
         (entry,), _ = _layout([member], self._stamp, self._offset)
@@ -163,16 +156,33 @@ class WheelWriter:
         self._offset += zipformat.local_header_size(written.entry.name) + written.entry.compress_size
 
     def _write_record_and_directory(self) -> None:
-        """RECORD (last member), then the central directory and end records; nothing after."""
-        rows = [records.RecordRow(w.entry.name, w.sha256, w.size) for w in self._written
-                if not w.entry.name.endswith("/")]
-        record_name = f"{self.archive.dist_info}/RECORD"
-        rows.append(records.RecordRow(record_name, None, None))
-        self._append(_write_new(self._out_fd, record_name, records.render(rows), self._stamp.new, self._offset))
-        directory = b"".join(zipformat.central_header(w.entry) for w in self._written)
-        tail = directory + zipformat.end_records(len(self._written), self._offset, len(directory))
-        os.pwrite(self._out_fd, tail, self._offset)
-        os.ftruncate(self._out_fd, self._offset + len(tail))
+        write_record_and_directory(self._out_fd, self._written, f"{self.archive.dist_info}/RECORD",
+                                   self._stamp.new, self._offset)
+
+
+def check_new(files: dict[str, bytes], dist_info: str, kept: set[str], where: Callable[[str], str]) -> None:
+    """The files a plan adds: files in ``.dist-info``, none of them a kept member or RECORD."""
+    dist = dist_info + "/"
+    for name in files:
+        if not name.startswith(dist) or name.endswith("/"):
+            raise WheelError("injection", where(name), f"a file added on rewrite must be a file in {dist}")
+        if name in kept or name == f"{dist}RECORD":
+            raise WheelError("injection", where(name), "a file added on rewrite would replace a kept member")
+
+
+def write_record_and_directory(fd: int, written: list[Written], record_name: str, when: tuple[int, int],
+                               offset: int) -> None:
+    """RECORD (last member, at ``offset``) of the members ``written``, then the central
+    directory and end records; nothing after."""
+    rows = [records.RecordRow(w.entry.name, w.sha256, w.size) for w in written if not w.entry.name.endswith("/")]
+    rows.append(records.RecordRow(record_name, None, None))
+    record = write_new(fd, record_name, records.render(rows), when, offset)
+    entries = [*written, record]
+    offset += zipformat.local_header_size(record_name) + record.entry.compress_size
+    directory = b"".join(zipformat.central_header(w.entry) for w in entries)
+    tail = directory + zipformat.end_records(len(entries), offset, len(directory))
+    os.pwrite(fd, tail, offset)
+    os.ftruncate(fd, offset + len(tail))
 
 
 def _layout(members: list[Member], stamp: _Stamp, offset: int) -> tuple[list[zipformat.Entry], int]:
@@ -335,7 +345,7 @@ def _contents(archive: WheelArchive, streamed: list[Streamed], found: list[recor
     )
 
 
-def _write_new(fd: int, name: str, data: bytes, when: tuple[int, int], offset: int) -> Written:
+def write_new(fd: int, name: str, data: bytes, when: tuple[int, int], offset: int) -> Written:
     compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
     body = compressor.compress(data) + compressor.flush()
     entry = zipformat.Entry(name, zipformat.DEFLATED, zlib.crc32(data), len(body), len(data), when[0], when[1],

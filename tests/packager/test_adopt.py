@@ -27,7 +27,7 @@ from helpers import adopted
 from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, plugpack, snapshot
 from helpers.cli import run_cli
 from helpers.csrc import ElfFixtures
-from helpers.disttree import TAG, TrustEnv
+from helpers.disttree import TrustEnv
 from helpers.manifests import manifest_plugins
 from helpers.projects import ROOT, fresh_venv, pip_install, record_hash
 from hypothesis import HealthCheck, given, settings
@@ -387,64 +387,138 @@ def test_without_site_packages_purelib_then_platlib_are_searched(fork_wheel: Pat
     assert split.cli("adopt", NAME, "--key", key, "--site-packages", str(split.platlib)).returncode == 0
 
 
-# -- --wheel-out killed: its scratch directory is removed by the next run ---------------------------
+# -- --wheel-out killed: no wheel left, the next run writes it ------------------------------------
 
 HELD_AT = """
-import sys
+import importlib, sys
 from pathlib import Path
-from backend_packager.commands import adopt, wheelout
+from backend_packager.commands import adopt
 from backend_packager.manifest import signing
-real = wheelout.{function}
+module = importlib.import_module("backend_packager.{module}")
+real = getattr(module, {function!r})
 def hold(*args, **kwargs):  # say so, then wait for the SIGKILL
     print("holding", flush=True)
     sys.stdin.read()
     return real(*args, **kwargs)
-wheelout.{function} = hold
+setattr(module, {function!r}, hold)
 adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})), wheel_out=Path({out!r}))
 """
 
 
-def _killed_while_holding(function: str, site: Path, key: Path, out: Path) -> Path:
-    """Run ``--wheel-out`` in a child held in ``function``, check what exists then, SIGKILL it:
-    returns the scratch directory it leaves."""
-    code = HELD_AT.format(function=function, site=str(site), name=NAME, key=str(key), out=str(out))
+def _killed_while_holding(module: str, function: str, site: Path, key: Path, out: Path) -> None:
+    """Run ``--wheel-out`` in a child held in ``function``, check what exists then, SIGKILL it."""
+    code = HELD_AT.format(module=module, function=function, site=str(site), name=NAME, key=str(key), out=str(out))
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline() == "holding\n"
-        (scratch,) = out.iterdir()
-        assert scratch.name.startswith(f".backend-packager-adopt.{child.pid}-") and scratch.name.endswith(".tmp")
-        named = [p.name for p in scratch.iterdir() if not p.name.startswith(".")]
-        if function == "_add_member":  # the plain wheel is being written, unnamed
-            assert named == []
-            fds = Path(f"/proc/{child.pid}/fd")
-            assert any(os.readlink(fd).startswith(f"{scratch}/") for fd in fds.iterdir())
-        else:  # written whole, named, handed to migrate
-            assert named == [f"triton_fork-1.0-{TAG}.whl"]
+        assert list(out.iterdir()) == []  # the wheel being written has no name yet
+        fds = Path(f"/proc/{child.pid}/fd")
+        assert any(os.readlink(fd).startswith(f"{out}/") for fd in fds.iterdir())
     finally:
         child.kill()
         child.wait()
     assert child.returncode == -9
-    assert list(out.iterdir()) == [scratch]
-    return scratch
+    assert list(out.iterdir()) == []
 
 
-@pytest.mark.parametrize("function", ["_add_member", "migrate_wheel"])
-def test_wheel_out_killed_leaves_a_scratch_directory_the_next_run_removes(function: str, site: Path,
-                                                                          trust: TrustEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("module", "function"), [("wheel.filewriter", "_read_block"), ("commands.wheelout", "seal")])
+def test_wheel_out_killed_leaves_no_wheel_and_the_next_run_writes_it(module: str, function: str, site: Path,
+                                                                      trust: TrustEnv, tmp_path: Path) -> None:
+    """Killed while the files are streamed, or before the manifest is sealed: nothing named."""
     out = tmp_path / "out"
-    _killed_while_holding(function, site, key_file(trust), out)
-    # Not ours to remove: a running process's scratch, a symlink named like a dead one's.
-    live = out / f".backend-packager-adopt.{os.getpid()}-live.tmp"
-    live.mkdir()
-    (elsewhere := tmp_path / "elsewhere").mkdir()
-    (elsewhere / "kept").write_text("kept\n")
-    link = out / ".backend-packager-adopt.999999999-link.tmp"
-    link.symlink_to(elsewhere, target_is_directory=True)
+    _killed_while_holding(module, function, site, key_file(trust), out)
     code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--wheel-out", str(out))
     assert code == 0, doc
-    wheel = Path(doc["distributions"][0]["output"])
-    assert sorted(p.name for p in out.iterdir()) == sorted([wheel.name, live.name, link.name])
-    assert (elsewhere / "kept").read_text() == "kept\n"
+    assert [p.name for p in out.iterdir()] == [Path(doc["distributions"][0]["output"]).name]
+
+
+# -- --wheel-out streamed: the wheel a plain wheel of the checked files migrated gives ---------------
+
+
+def _plain_then_migrated(site: Path, key: signing.SigningKey, out: Path) -> Path:
+    """What ``--wheel-out`` wrote before it streamed: the checked files (less the installer's)
+    and their RECORD in a plain wheel, which ``migrate`` then signed."""
+    from triton_backend_runtime.manifest import is_installer_file
+
+    from backend_packager.commands.installed import Adoption, read_installed
+    from backend_packager.commands.migrate import migrate_wheel
+    from backend_packager.commands.recordcheck import check_installed
+    from backend_packager.commands.wheelout import wheel_filename
+    from backend_packager.formats import records
+
+    installed = read_installed(site, NAME)
+    record = f"{installed.dist_info}/RECORD"
+    checked = [c for c in check_installed(installed, key, 1, Adoption(site))
+               if not is_installer_file(c.path) and c.path != record]
+    (out / "plain").mkdir(parents=True)
+    plain = out / "plain" / wheel_filename(installed)
+    with zipfile.ZipFile(plain, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in checked:
+            archive.write(item.full, item.path)
+        rows = [records.RecordRow(c.path, c.artifact.sha256, c.artifact.size) for c in checked]
+        archive.writestr(record, records.render([*rows, records.RecordRow(record, None, None)]))
+    migrated = migrate_wheel(plain, out / "old", key)
+    assert migrated.error is None and migrated.output is not None, migrated.error
+    return migrated.output
+
+
+def _described(wheel: Path) -> tuple[list[str], bytes, dict[str, str]]:
+    """Members in order, RECORD, and the manifest's sha256 of each artifact."""
+    from helpers.wheelcheck import assert_strict_zip
+    from triton_backend_runtime.trust import dsse, manifest_from_statement
+
+    assert_strict_zip(wheel)
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.testzip() is None  # every member's CRC, over its inflated bytes
+        envelope = archive.read(f"{DIST_INFO}/{MANIFEST_FILENAME}")
+        manifest = manifest_from_statement(dsse.unverified_payload(dsse.decode(envelope, "m")), "m")
+        return archive.namelist(), archive.read(f"{DIST_INFO}/RECORD"), {a.path: a.sha256 for a in manifest.artifacts}
+
+
+def test_wheel_out_is_the_plain_wheel_migrated_and_rebuilds_byte_identical(site: Path, trust: TrustEnv,
+                                                                            tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same members, RECORD and manifest as the plain wheel migrate signed; the same bytes
+    again whatever the thread count (blocks of 1000 bytes: files of several blocks, joined)."""
+    from backend_packager.wheel import filewriter
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    monkeypatch.setattr(filewriter, "BLOCK", 1000)
+    key = signing.load(key_file(trust))
+    expected = _described(_plain_then_migrated(site, key, tmp_path / "before"))
+    wheels = []
+    for jobs in (1, 3):
+        outcome = adopt(site, NAME, key, wheel_out=tmp_path / f"jobs{jobs}", jobs=jobs)
+        assert outcome.error is None and outcome.output is not None, outcome.error
+        assert outcome.status == "migrated" and outcome.backends == ["forkgpu"]
+        wheels.append(outcome.output)
+    assert _described(wheels[0]) == expected
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+    verified = run_cli("verify", str(wheels[0]), "--trust", str(trust.key.pub))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+@pytest.mark.parametrize("change", [_edit, _grow], ids=["same-size", "grown"])
+def test_wheel_out_refuses_a_file_changed_after_the_check(change: Any, site: Path, trust: TrustEnv,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file written between the check and the stream: the bytes streamed are not the ones
+    checked; refused, and no wheel is left."""
+    from backend_packager.commands import adopt as adopt_module
+
+    real = adopt_module.check_installed
+    changed: list[str] = []
+
+    def check_then_change(*args: Any, **kwargs: Any) -> Any:
+        checked = real(*args, **kwargs)
+        changed.append(change(site))
+        return checked
+
+    monkeypatch.setattr(adopt_module, "check_installed", check_then_change)
+    out = tmp_path / "out"
+    outcome = adopt(site, NAME, signing.load(key_file(trust)), wheel_out=out)
+    assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
+    assert outcome.error.path == changed[0] and outcome.output is None
+    assert list(out.iterdir()) == []
 
 
 # -- plugins: what they say about themselves, captured from the installed files ---------------------
