@@ -274,7 +274,7 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     assert err.value.code == "input.not-a-file"
     proc = subprocess.run([str(Path(sys.executable).parent / "backend-packager"), "scan", "--json", str(fifo)],
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert [e["code"] for e in json.loads(proc.stdout)["errors"]] == ["input.not-a-file"]
 
 

@@ -85,12 +85,14 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
     ``_C/__init__.py`` fetches its library at import (a 0-byte ``libtriton.so`` in the wheel)
     and loads it by path from a cache goes around the import system's finders, so the check
     of the ``_C.libtriton`` import never runs; the mappings show what was loaded. This is
-    after ``dlopen``: its constructors have run, but under strict nothing imports the core."""
+    after ``dlopen``: its constructors have run, but under strict nothing imports the core.
+    Only a core whose verified ``libtriton.so`` is empty is scanned: one with its library in
+    the wheel has that library checked as ``<package>._C.libtriton`` is imported."""
     from ..loading import registry as reg
     from .mapped import DELETED, lookup
 
-    if _imported_verified(registry, package):
-        return  # libtriton came through the import system, from the verified file (checked then)
+    if not any(ident[2] == 0 for ident in registry.libtriton_verified.values()):
+        return  # a core with its library in the wheel: the check of the _C.libtriton import holds
     found = lookup(lambda m: _foreign_libtriton(m, list(registry.libtriton_verified.values()))).found
     if found is None:
         return
@@ -103,16 +105,6 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
     if reason not in registry.problems:
         registry.problems.append(reason)
         reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
-
-
-def _imported_verified(registry: Any, package: str) -> bool:
-    """Whether ``<package>._C.libtriton`` is imported, from a file verified, non-empty and
-    unchanged: the common case, where reading the whole mapping table is not needed."""
-    import sys
-
-    path = getattr(sys.modules.get(f"{package}._C.libtriton"), "__file__", None)
-    ident = _verified_identity(registry, path) if isinstance(path, str) else None
-    return ident is not None and ident[2] != 0 and _identity(path) == ident  # type: ignore[arg-type]
 
 
 def _foreign_libtriton(mapping: Any, verified: list[list[object]]) -> bool:
