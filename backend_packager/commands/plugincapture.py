@@ -72,7 +72,7 @@ def capture_plugins(installed: Installed, checked: list[Checked], artifacts: lis
     ``not-run`` unless ``policy`` asks for it."""
     if not plugins or policy == "off":
         return plugininfo.not_run(plugins)
-    beside = _libtriton_beside(installed)
+    beside = _libtriton_beside(installed, [c.path for c in checked])
     files = InstalledFiles(installed, {c.path: c for c in checked})
     try:
         return plugininfo.capture_from(files, artifacts, plugins, libtriton=beside, policy=policy,
@@ -81,8 +81,11 @@ def capture_plugins(installed: Installed, checked: list[Checked], artifacts: lis
         files.close()
 
 
-def _libtriton_beside(installed: Installed) -> Path | None:
-    full = os.path.join(installed.site, *plugininfo.LIBTRITON_MEMBER.split("/"))
+def _libtriton_beside(installed: Installed, paths: list[str]) -> Path | None:
+    """The core's library in the same site-packages: the distribution's own (whatever the
+    package is called), else ``triton``'s."""
+    member = plugininfo.libtriton_member(paths) or plugininfo.LIBTRITON_MEMBER
+    full = os.path.join(installed.site, *member.split("/"))
     try:
         Confinement(installed.site).check(full)
         fd, _ = open_installed(full)

@@ -28,7 +28,7 @@ import platform
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,14 @@ from . import plugincall
 from .pluginanswer import SANDBOX, UNSANDBOXED, Limits, failed
 
 LIBTRITON_MEMBER = "triton/_C/libtriton.so"
+
+
+def libtriton_member(paths: Iterable[str]) -> str | None:
+    """The Triton core's library among a wheel's members: ``<package>/_C/libtriton.so`` of
+    whatever package the Triton is imported as (``triton``, ``tokenspeed_triton``...); the
+    default package's first."""
+    found = sorted(p for p in paths if p.count("/") == 2 and p.endswith("/_C/libtriton.so"))
+    return LIBTRITON_MEMBER if LIBTRITON_MEMBER in found else (found[0] if found else None)
 BUILD_ENVIRONMENT = "build environment"
 _TMP_PREFIX = "backend-packager-plugin-"
 _HOST_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
@@ -126,8 +134,8 @@ def capture_from(files: Files, artifacts: list[m.Artifact], plugins: list[m.Plug
     limits = limits or Limits()
     members = {a.path: a for a in artifacts}
     env = libtriton or environment_libtriton()
-    source = _Source(files, members, LIBTRITON_MEMBER if LIBTRITON_MEMBER in members else
-                     (label if env else None), env, label, isolation=_isolation(policy))
+    source = _Source(files, members, libtriton_member(members) or (label if env else None), env, label,
+                     isolation=_isolation(policy))
     # what a killed packager left (its pid gone): extracted libtriton copies are big
     fsutil.remove_orphan_dirs(Path(tempfile.gettempdir()), _TMP_PREFIX)
     with _private_dir() as tmp:

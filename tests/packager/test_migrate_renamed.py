@@ -180,3 +180,13 @@ def test_runtime_reads_the_group_of_the_running_package(wheels: dict[str, Path],
         ("vgpu", "vendor_triton.backends.vgpu", "in-tree")]
 
 
+
+
+def test_plugin_capture_finds_the_core_library_of_a_renamed_triton() -> None:
+    """Capture calls a bundled plugin against its own core's library, whatever the package."""
+    from backend_packager.manifest.plugininfo import libtriton_member
+
+    assert libtriton_member(["tokenspeed_triton/_C/libtriton.so", "tokenspeed_triton/plugins/x.so"]) == \
+        "tokenspeed_triton/_C/libtriton.so"
+    assert libtriton_member(["vendor_triton/_C/libtriton.so", "triton/_C/libtriton.so"]) == "triton/_C/libtriton.so"
+    assert libtriton_member(["a/b/_C/libtriton.so", "pkg/libtriton.so"]) is None
