@@ -132,7 +132,7 @@ except Exception as exc:
     backend, _, arch = (asked or "").partition(":")
     target = GPUTarget(backend, int(arch), 32) if asked else driver.active.get_current_target()
     compiled = compiler.compile(compiler.ASTSource(kernel.store_one, {"x_ptr": "*fp32"}), target=target)
-from triton_backend_runtime import registry
+from triton_backend_runtime.loading import registry
 import triton.backends as tb
 report = registry.get().report()
 result.update(kernel=compiled.hash, digest=registry.get().manifest_digest, backends=sorted(tb.backends),

@@ -162,7 +162,8 @@ def test_plugin_waits_for_libtriton(venv: Venv, plugin_wheels: dict[str, Path], 
     code = """
 import json, os, sys
 from triton_backend_runtime.loading import registry
-registry.get().load(lambda name, package: None)
+from triton_backend_runtime.triton.integration import admit
+admit(registry.get(), lambda name, package: None)  # decided and acted on, as Triton's import does
 def row():
     return [p for p in registry.get().report().to_dict()["plugins"] if p["distribution"] == "demo-plugin"][0]
 before = row(), "triton._C.libtriton" in sys.modules, os.environ.get("TRITON_PLUGIN_PATHS")

@@ -348,7 +348,8 @@ def load(name, package):
 tables = []
 def worker():
     barrier.wait()
-    tables.append(registry.get().load(load))
+    plan = registry.get().load(load)
+    tables.append(plan.backends if plan is not None else None)
 threads = [threading.Thread(target=worker) for _ in range(2)]
 [t.start() for t in threads]; [t.join() for t in threads]
 print(json.dumps([dict(calls), tables[0] is tables[1], sorted(tables[0])]))
