@@ -7,7 +7,7 @@ blocking, and progress on long work.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import epoch, errors, fsutil, progress
+    from . import epoch, errors, fsutil, interrupt, progress
     from .epoch import source_date_epoch
     from .errors import (
         ConfigError,
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         from_os_error,
     )
     from .fsutil import atomic_output, atomic_write, read_input, remove_orphan_dirs, sha256_pread
+    from .interrupt import checkpoint, worker_pool
     from .progress import WheelProgress
 
 __all__ = [
@@ -33,15 +34,18 @@ __all__ = [
     "WheelProgress",
     "atomic_output",
     "atomic_write",
+    "checkpoint",
     "epoch",
     "errors",
     "from_os_error",
     "fsutil",
+    "interrupt",
     "progress",
     "read_input",
     "remove_orphan_dirs",
     "sha256_pread",
     "source_date_epoch",
+    "worker_pool",
 ]
 
 _WHERE = {
@@ -55,11 +59,13 @@ _WHERE = {
     "WheelProgress": "progress",
     "atomic_output": "fsutil",
     "atomic_write": "fsutil",
+    "checkpoint": "interrupt",
     "from_os_error": "errors",
     "read_input": "fsutil",
     "remove_orphan_dirs": "fsutil",
     "sha256_pread": "fsutil",
     "source_date_epoch": "epoch",
+    "worker_pool": "interrupt",
 }
 
 

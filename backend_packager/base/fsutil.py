@@ -18,6 +18,7 @@ from typing import BinaryIO
 from triton_backend_runtime.base import atomicfile, regularfile
 
 from .errors import InputError
+from .interrupt import checkpoint
 
 
 def open_input(path: Path) -> int:
@@ -45,6 +46,7 @@ def sha256_pread(fd: int) -> str:
     digest = hashlib.sha256()
     offset = 0
     while chunk := os.pread(fd, 1 << 20, offset):
+        checkpoint()
         digest.update(chunk)
         offset += len(chunk)
     return digest.hexdigest()

@@ -28,7 +28,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,8 +38,10 @@ from ..base import (
     InputError,
     TrustError,
     WheelError,
+    checkpoint,
     from_os_error,
     source_date_epoch,  # adopt imports it from here
+    worker_pool,
 )
 from ..formats import DEFAULT_PACKAGE, Discrepancy
 from ..manifest import Injection, SigningKey, backendcode, plugininfo
@@ -249,6 +250,7 @@ def _repaired(provenance: m.Provenance, repairs: list[m.Repair], source: Path,
     try:
         offset = 0
         while chunk := os.pread(fd, 1 << 20, offset):
+            checkpoint()
             digest.update(chunk)
             offset += len(chunk)
     finally:
@@ -370,5 +372,5 @@ def migrate_many(
 
     if jobs <= 1 or len(wheels) <= 1:
         return [one(w) for w in wheels]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with worker_pool(jobs) as pool:
         return list(pool.map(one, wheels))

@@ -87,12 +87,16 @@ def mirror(
         sources, failures, warnings = discover(roots, outdir)
         previous, state_warnings = load_state(outdir)
         staging = _fresh_staging(outdir)
-        mirrorindex.prune(outdir)  # what a killed run left
-        ctx = Context(outdir, staging, key, tool(capture), pass_through, hooks, previous, capture)
-        sources, duplicates = unique(sources)
-        if hooks.start:
-            hooks.start([s.path for s in sources])
-        results = work(sources, ctx, jobs) + duplicates + failures
+        try:
+            mirrorindex.prune(outdir)  # what a killed run left
+            ctx = Context(outdir, staging, key, tool(capture), pass_through, hooks, previous, capture)
+            sources, duplicates = unique(sources)
+            if hooks.start:
+                hooks.start([s.path for s in sources])
+            results = work(sources, ctx, jobs) + duplicates + failures
+        except KeyboardInterrupt:
+            shutil.rmtree(staging, ignore_errors=True)  # Ctrl-C: nothing is served from it yet
+            raise
         entries = {r.entry.filename: r.entry for r in results if r.entry is not None}
         _step(hooks, "worked")
         served = {name: (staging if name in ctx.staged else outdir) / name for name, e in entries.items() if e.served}

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from triton_backend_runtime.base import describe
 
 from .. import __version__
-from ..base import TrustError, atomic_output, sha256_pread
+from ..base import TrustError, atomic_output, checkpoint, sha256_pread, worker_pool
 from .confined import is_regular, open_confined
 from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
 from .mirrorstate import State
@@ -60,7 +60,7 @@ def work(sources: list[Source], ctx: Context, jobs: int) -> list[Result]:
     order = sorted(sources, key=lambda s: -sizes[s.filename])
     results: dict[str, Result] = {}
     remaining = sum(sizes.values())
-    with ThreadPoolExecutor(max_workers=1) as background:
+    with worker_pool(1) as background:
         later: list[tuple[Source, Finish]] = []
         while order and jobs > 1 and sizes[order[0].filename] > remaining - sizes[order[0].filename]:
             first = order.pop(0)
@@ -69,7 +69,7 @@ def work(sources: list[Source], ctx: Context, jobs: int) -> list[Result]:
         if jobs <= 1 or len(order) <= 1:
             results.update({s.filename: _one(s, ctx, jobs, _hash_now)() for s in order})
         else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
+            with worker_pool(jobs) as pool:
                 done = pool.map(lambda s: _one(s, ctx, 1, _hash_now)(), order)
                 results.update({s.filename: r for s, r in zip(order, done, strict=True)})
         results.update({s.filename: finish() for s, finish in later})
@@ -251,6 +251,7 @@ def _copy_through(source: Source, fd: int, target: Path, entry: Entry) -> None:
     offset = 0
     with atomic_output(target) as out:
         while chunk := os.pread(fd, CHUNK, offset):
+            checkpoint()
             digest.update(chunk)
             out.write(chunk)
             offset += len(chunk)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, BinaryIO, NoReturn, cast
 
 from triton_backend_runtime.manifest import Artifact, ElfInfo
 
-from ..base import ElfError, InputError, fsutil
+from ..base import ElfError, InputError, fsutil, interrupt
 from .elf import ELF_MAGIC, SCAN_BYTES_LIMIT, CaptureMiss, capture_ranges, scan_elf
 
 if TYPE_CHECKING:
@@ -202,6 +202,7 @@ class ArtifactSink:
 
 def read_into(sink: ArtifactSink, stream: BinaryIO) -> ArtifactSink:
     while chunk := stream.read(CHUNK):
+        interrupt.checkpoint()
         sink.update(chunk)
     return sink
 
@@ -292,7 +293,7 @@ class _Hasher:
         buffer = bytearray(min(HASH_CHUNK, self._size))
         view = memoryview(buffer)
         try:
-            while not self._stop and (left := self._size - self._read) > 0:
+            while not self._stop and not interrupt.STOP.is_set() and (left := self._size - self._read) > 0:
                 step = min(left, HASH_STEP if self._alone else HASH_CHUNK)
                 count = os.preadv(self._fd, [view[:step]], self._read)
                 if not count:
@@ -314,6 +315,7 @@ class _Hasher:
             self._thread.join()
         if self._error is not None:
             raise self._error
+        interrupt.checkpoint()  # stopped early by Ctrl-C, not truncated
         if self._read != self._size:
             raise InputError("changed", self._display, f"{self._read:,} bytes where it had {self._size:,} when "
                              "opened (truncated while being hashed): not recorded")

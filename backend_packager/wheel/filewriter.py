@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..base import InstalledError, WheelError
+from ..base import InstalledError, WheelError, checkpoint
 from ..formats import zipformat
 from .reader import MAX_MEMBER_SIZE
 from .writer import Progress, Written, check_new, write_new, write_record_and_directory
@@ -144,6 +144,7 @@ class FileWheelWriter:
             digest = hashlib.sha256()
             prime, left = b"", source.size
             while True:
+                checkpoint()
                 want = min(BLOCK, left)
                 block = _read_block(fd, want)
                 if len(block) != want:

@@ -26,14 +26,14 @@ import os
 import threading
 import zlib
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 from dataclasses import dataclass
 from typing import Any
 
 from triton_backend_runtime.base import is_shared_library
 from triton_backend_runtime.manifest import Artifact, is_installer_file
 
-from ..base import ElfError, WheelError
+from ..base import ElfError, WheelError, checkpoint, worker_pool
 from ..formats import records, zipformat
 from ..scanning import CHUNK, ArtifactSink, CaptureMiss
 from .reader import WITHDRAWN, Member, WheelArchive, WheelContents, manifest_member
@@ -212,7 +212,7 @@ class _Copier:
             return [self.copy(m, e) for m, e in pairs]
         # Biggest first, so one large member does not start last and run alone.
         order = sorted(range(len(pairs)), key=lambda i: -pairs[i][0].compress_size)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        with worker_pool(jobs) as pool:
             futures = {i: pool.submit(self.copy, *pairs[i]) for i in order}
             done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
             for future in done:
@@ -253,6 +253,7 @@ class _Copier:
         inflater = zlib.decompressobj(-15) if m.method == zipformat.DEFLATED else None
         crc = 0
         while pos < end:
+            checkpoint()
             raw = os.pread(self.src_fd, min(CHUNK, end - pos), pos)
             if not raw:
                 raise WheelError("truncated", where, "member data ends before its declared size (truncated wheel)")

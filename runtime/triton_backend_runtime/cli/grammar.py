@@ -10,23 +10,29 @@ packager), so that the two CLIs cannot drift apart.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..base import TrustError, describe, from_os_error
 
 __all__ = [
-    "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "JSON_FORMAT", "Report",
-    "add_verbosity", "exit_code", "fail", "internal_error", "parse", "pipe_closed", "run_command",
+    "EXIT_BROKEN_PIPE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE",
+    "JSON_FORMAT", "Report", "Terminated", "add_verbosity", "exit_code", "fail", "internal_error", "parse",
+    "pipe_closed", "run_command",
 ]
 
 #: Success; a checked failure (a verdict, a finding); unusable input (``input.*``, usage).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGINT: Ctrl-C.
 EXIT_INTERRUPTED = 130
+#: 128 + SIGTERM: ``kill``, a service manager or a CI runner stopping the command.
+EXIT_TERMINATED = 143
 #: 128 + SIGPIPE, what a shell reports for a C tool whose reader went away.
 EXIT_BROKEN_PIPE = 141
 #: The version of every ``--json`` document's layout; raised when a key changes meaning or goes.
@@ -51,26 +57,67 @@ class Report:
         return code
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
+
+
 def run_command(prog: str, args: argparse.Namespace, command: Callable[[], int],
-                usage: tuple[type[TrustError], ...]) -> int:
+                usage: tuple[type[TrustError], ...], on_signal: Callable[[], None] | None = None) -> int:
     """Run the parsed ``command`` and return its exit code. Every failure ends here: an
     ``input.*`` error or one of a ``usage`` class exits 2, any other :class:`TrustError` or
-    OSError 1, Ctrl-C 130, a closed pipe 141, and an exception of no such class (a bug of ours)
-    is ``error.internal``, its traceback shown only with ``-v``."""
+    OSError 1, Ctrl-C 130 and SIGTERM 143 (one line on stderr), a closed pipe 141, and an
+    exception of no such class (a bug of ours) is ``error.internal``, its traceback shown
+    only with ``-v``. ``on_signal`` runs as SIGINT or SIGTERM arrives, before the exception
+    is raised: where it tells worker threads to stop, the command stops with them."""
     try:
-        return int(command())
+        with _signals_raise(on_signal):
+            return int(command())
+    except KeyboardInterrupt as exc:
+        return _interrupted(prog, exc)
     except BrokenPipeError:
         return pipe_closed()
     except TrustError as exc:
         return fail(prog, args, exc, exit_code(exc, usage))
     except OSError as exc:
         return fail(prog, args, from_os_error(exc), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     except Exception as exc:
         if getattr(args, "verbose", False):
             raise
         return fail(prog, args, internal_error(_command_name(args), exc), EXIT_FAILED)
+
+
+@contextlib.contextmanager
+def _signals_raise(on_signal: Callable[[], None] | None) -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated` in the main thread,
+    each after ``on_signal``; the handlers before are put back at the end. A signal ignored
+    when the command started (``nohup``, a shell's background job) stays ignored; elsewhere
+    than in the main thread (an embedding program's worker) none can be handled."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: object) -> None:
+        if on_signal is not None:
+            on_signal()
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    before = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)
+              if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(prog: str, exc: KeyboardInterrupt) -> int:
+    """Say on stderr that the command stopped (over a progress line left on a terminal);
+    130 for Ctrl-C, 143 for SIGTERM."""
+    terminated = isinstance(exc, Terminated)
+    with contextlib.suppress(OSError, ValueError):
+        clear = "\r\x1b[K" if sys.stderr.isatty() else ""
+        print(f"{clear}{prog}: interrupted ({'SIGTERM' if terminated else 'SIGINT'})", file=sys.stderr, flush=True)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 def exit_code(error: TrustError, usage: tuple[type[TrustError], ...] = ()) -> int:
