@@ -134,7 +134,7 @@ except Exception as exc:
     compiled = compiler.compile(compiler.ASTSource(kernel.store_one, {"x_ptr": "*fp32"}), target=target)
 from triton_backend_runtime.loading import registry
 import triton.backends as tb
-report = registry.get().report()
+report = registry.get().report().to_dict()
 result.update(kernel=compiled.hash, digest=registry.get().manifest_digest, backends=sorted(tb.backends),
               demo=[(b["trust"], b["state"]) for b in report["backends"] if b["name"] == "cachekey-demo"],
               cached=len(os.listdir(os.environ["TRITON_CACHE_DIR"])))

@@ -61,7 +61,7 @@ def main() -> None:
         result["backends"] = sorted(tb.backends)
         from triton_backend_runtime.loading import registry
 
-        rows = registry.get().report()["backends"]
+        rows = registry.get().report().to_dict()["backends"]
         result["registry"] = [{k: b.get(k) for k in ("name", "trust", "state", "reason")} for b in rows]
     except Exception as exc:
         result["registry_error"] = f"{type(exc).__name__}: {exc}"[:2000]
