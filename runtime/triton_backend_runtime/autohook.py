@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+__all__ = ["CORE_MODULE", "OLD_PTH_NAMES", "PATCHED_MODULE", "PTH_LINE", "PTH_NAME", "install", "pth_path", "site_dir"]
+
 #: "+" sorts before digits, "_", "-" and letters: site runs the .pth files of a directory in
 #: sorted order, and the hook must be in place before any other imports Triton (.hookorder).
 PTH_NAME = "+triton_backend_runtime-hook.pth"

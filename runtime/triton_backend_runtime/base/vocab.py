@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+__all__ = [
+    "BAD_STATES", "DISCOVERED", "EXCLUDED", "FAILED", "LEGACY", "LOADED", "NAME_KINDS", "NameKind", "OFF",
+    "PENDING", "PIN_KINDS", "Policy", "RANK", "REJECTED", "SELECTED", "STRICT", "State", "Trust", "UNVERIFIED",
+    "VERIFIED", "WARN"
+]
+
 #: What verification said of a distribution (``discovered`` before it has run).
 Trust = Literal["discovered", "verified", "unverified", "legacy", "rejected"]
 DISCOVERED: Final = "discovered"

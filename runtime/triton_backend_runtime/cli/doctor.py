@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from ..verification import PluginTerms
 from .inputs import PROG, package_arg
 
+__all__ = ["ImportOutcome", "cmd_doctor", "cmd_list", "doctor_entry", "hook_lines"]
+
 
 @dataclass
 class ImportOutcome:

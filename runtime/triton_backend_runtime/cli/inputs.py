@@ -13,6 +13,11 @@ from ..base import TrustError
 if TYPE_CHECKING:
     from ..trust import PublicKey
 
+__all__ = [
+    "MAX_KEY_FILE", "MAX_PACKAGE_NAME", "PACKAGE_HELP", "PROG", "UnusableInput", "is_private_key", "package_arg",
+    "public_key_file"
+]
+
 
 PROG = "python -m triton_backend_runtime"
 

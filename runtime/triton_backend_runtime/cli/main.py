@@ -40,6 +40,8 @@ from .grammar import (
 from .inputs import PACKAGE_HELP, PROG, UnusableInput
 from .trustcmd import cmd_trust
 
+__all__ = ["build_parser", "cmd_hook", "main"]
+
 
 def cmd_hook(args: argparse.Namespace) -> int:
     from ..autohook import OLD_PTH_NAMES, PTH_LINE, pth_path

@@ -16,6 +16,8 @@ from .inputs import MAX_KEY_FILE, PROG, UnusableInput, public_key_file
 if TYPE_CHECKING:
     from ..trust import TrustStore
 
+__all__ = ["cmd_trust"]
+
 
 def cmd_trust(args: argparse.Namespace) -> int:
     from ..trust import SCOPES_FILE, parse_scope, set_scope, system_trust_dir, user_trust_dir, write_atomic

@@ -9,6 +9,8 @@ from typing import Any
 
 from .entries import Entry, PluginEntry
 
+__all__ = ["claim_keys", "claim_of", "may_conflict"]
+
 
 def claim_of(key: int, item: Entry | PluginEntry, core: bool) -> Any:
     """``item`` as the conflict rule sees it (``key``: its index among the items)."""

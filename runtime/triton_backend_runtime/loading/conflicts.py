@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 from ..base import PIN_KINDS, RANK
 
+__all__ = ["Claim", "Exclusion", "resolve"]
+
 _RULE = "verified > unverified > legacy"
 _PIN = "python -m triton_backend_runtime trust pin"
 #: The reason code of each kind of name.

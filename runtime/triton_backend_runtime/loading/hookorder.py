@@ -34,6 +34,11 @@ from typing import Any
 
 from ..base import PolicyError, Reason, RegularFileError, printable, read_regular, reason_of
 
+__all__ = [
+    "CODE", "EarlyImport", "FOUND", "MAX_PTH_BYTES", "MAX_PTH_FILES", "calling_pth", "culprits", "imported_early",
+    "naming", "position", "processed_before", "pth_files"
+]
+
 #: A ``.pth`` read to find who imported Triton: more is no ``.pth`` a tool writes.
 MAX_PTH_BYTES = 64 * 1024
 #: ``.pth`` files looked at in one site directory.

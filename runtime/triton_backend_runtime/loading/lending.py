@@ -25,6 +25,8 @@ from ..base import REJECTED, VERIFIED, Reason, VerifyError, canonicalize_name, r
 from ..site import Distribution, read_small_text
 from ..verification import Verdict
 
+__all__ = ["MAX_REQUIREMENTS", "settle"]
+
 #: Requires-Dist headers read from an add-on's METADATA (a real one has tens).
 MAX_REQUIREMENTS = 1000
 #: The distribution name a requirement starts with (PEP 508).

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 from ..base import LEGACY, OFF, STRICT, UNVERIFIED, VERIFIED, WARN, Policy
 
+__all__ = ["ADMITS", "POLICIES", "POLICY_ENV", "current"]
+
 POLICY_ENV = "TRITON_BACKEND_POLICY"
 POLICIES: tuple[Policy, ...] = (STRICT, WARN, OFF)
 

@@ -17,6 +17,8 @@ import os
 
 from ..base import TrustError, read_regular
 
+__all__ = ["DIRECT_URL", "MAX_BYTES", "MAX_SOURCE_CHARS", "install_source", "source_of"]
+
 #: pip writes well under 1 KiB: a URL and a hash.
 MAX_BYTES = 16 << 10
 #: Longer sources are not printed: the advice is one line of a report.

@@ -6,6 +6,8 @@ import os
 import sys
 from typing import Any
 
+__all__ = ["locate_package"]
+
 
 def locate_package(package: str) -> str | None:
     """The directory ``import package`` would load from, found without running any of it:

@@ -34,6 +34,11 @@ from .discovery import (
     record_row_matches,
 )
 
+__all__ = [
+    "MAX_COMPARED", "MAX_HASHED_BYTES", "MAX_SHOWN", "Overlap", "compare", "core_overlap", "keep_advice",
+    "overlaps_of", "record_rows"
+]
+
 #: Shared files whose rows differ that are compared with the disk, at most: a few decide it.
 MAX_COMPARED = 16
 #: Files bigger than this are not hashed to decide it (libtriton.so is ~400 MB).

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from ..base import is_shared_library
 from .discovery import Distribution, other_dist_infos, read_small_text, record_row_matches
 
+__all__ = ["HASH_LIMIT", "RecordClaims"]
+
 #: Above this size a RECORD row's size alone describes a shared library: hashing another
 #: vendor's half-gigabyte library on every verification is not this check's to do.
 HASH_LIMIT = 16 << 20

@@ -30,6 +30,8 @@ from ..base import read_chunks
 from ..site import identity
 from ..verification import cache_dir, unsafe_owner_or_mode
 
+__all__ = ["SourceChanged", "code_for", "verified_source"]
+
 _HEADER = struct.Struct("<16s5q")  # MAGIC_NUMBER padded, then the source's identity
 _STORE: dict[str, str | None] = {}
 

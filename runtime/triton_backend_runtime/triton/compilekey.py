@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from ..loading import PluginEntry
     from ..verification import Verdict
 
+__all__ = [
+    "HOOK_KEY_CALL", "PluginKey", "PluginRequiredError", "SALT_ATTR", "SOURCE_LIMIT", "Salt", "StagesHook",
+    "compile_reads_hook", "install", "isolate", "manifest_digest", "package_dir", "plugin_keys", "require",
+    "salt_backends", "salt_compiler"
+]
+
 
 class PluginRequiredError(LoadError, RuntimeError):
     """A plugin whose vendor declared ``on-failure = "fail"`` is not loaded (a RuntimeError,

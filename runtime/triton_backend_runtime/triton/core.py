@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ..site import Overlap
     from .mapped import Lookup
 
+__all__ = ["CONFLICT", "CoreRejected", "check_core", "check_loaded", "check_mapped", "core_reason", "loaded_reason"]
+
 
 #: The reason code of files owned by two distributions (:mod:`.ownership`).
 CONFLICT = "conflict.files"

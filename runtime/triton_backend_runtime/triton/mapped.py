@@ -16,6 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+__all__ = [
+    "DELETED", "Lookup", "MAPS", "MAX_BYTES", "MAX_LINE", "MAX_LINES", "Mapping", "is_mapped", "lookup", "parse",
+    "same_file"
+]
+
 MAPS = "/proc/self/maps"
 MAX_BYTES = 32 << 20
 MAX_LINES = 200_000

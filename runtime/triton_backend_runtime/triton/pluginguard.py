@@ -35,6 +35,11 @@ from ..site import same_file
 if TYPE_CHECKING:
     from ..loading import Registry
 
+__all__ = [
+    "PLUGIN_PATHS_ENV", "PluginPathRefused", "PluginRefused", "check_plugin_paths", "guard", "refusal",
+    "wrap_loaders"
+]
+
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
 
 

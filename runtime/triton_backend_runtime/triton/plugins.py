@@ -53,6 +53,11 @@ if TYPE_CHECKING:
     from ..loading import PluginEntry
     from ..site import Distribution
 
+__all__ = [
+    "EXTEND_WITH", "EXTEND_WITH_SINCE", "LIBTRITON", "OWN_CODE", "PATHS_PENDING", "PENDING", "PLUGIN_PATHS_ENV",
+    "PROOF", "UNCHECKED", "hand_over", "has_extend_with"
+]
+
 PLUGIN_PATHS_ENV = "TRITON_PLUGIN_PATHS"
 #: Triton's extension module, for the default package (a renamed Triton has its own).
 LIBTRITON = "triton._C.libtriton"

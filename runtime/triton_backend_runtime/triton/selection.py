@@ -17,6 +17,8 @@ from typing import Any
 from ..base import SelectionError, describe
 from ..loading import Registry
 
+__all__ = ["DEFAULT_BACKEND_ENV", "explain", "probe_active", "wrap_create_driver"]
+
 DEFAULT_BACKEND_ENV = "TRITON_DEFAULT_BACKEND"
 
 

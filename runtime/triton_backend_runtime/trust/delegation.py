@@ -10,6 +10,8 @@ from ..base import TrustStoreError, canonicalize_name
 from .floors import MAX_VERSION_CHARS
 from .keys import TrustStore
 
+__all__ = ["admit_signers", "check_floor", "ungranted"]
+
 
 def admit_signers(store: TrustStore, keyids: Sequence[str], name: str, version: str, where: str) -> tuple[str, ...]:
     """The keyids whose (already verified) signatures count for release ``name`` ``version``.

@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from .paths import read_trust_file as _read_text
 
+__all__ = ["set_line", "write_atomic"]
+
 
 def write_atomic(path: str, data: bytes) -> None:
     """Replace a trust file at once (trust files are public: 0644 unless it exists)."""

@@ -13,6 +13,8 @@ from .editing import set_line
 from .paths import FLOORS_FILE, content_lines
 from .syntax import DIST_NAME
 
+__all__ = ["Floor", "MAX_VERSION_CHARS", "parse_floors", "set_floor"]
+
 #: The longest version string parsed (PEP 440 sets none; real ones are a few dozen characters).
 #: Longer is refused unparsed: a 5000-digit release number is past int()'s digit limit.
 MAX_VERSION_CHARS = 200

@@ -48,6 +48,11 @@ from .paths import read_trust_file as _read_text
 from .pins import Pin, merge_pins, parse_pins
 from .scopes import Scope, parse_scopes
 
+__all__ = [
+    "KEY_ALGORITHM", "MAX_THRESHOLD_DIGITS", "PublicKey", "TrustStore", "keyid_of", "load_trust_store",
+    "parse_key_file", "parse_key_line"
+]
+
 KEY_ALGORITHM = "ed25519"
 #: Digits of a threshold: more signatures than a DSSE envelope may carry (64) already fail closed.
 MAX_THRESHOLD_DIGITS = 6

@@ -27,6 +27,12 @@ from collections.abc import Iterator, Mapping
 
 from ..base import TrustStoreError
 
+__all__ = [
+    "FLOORS_FILE", "MAX_TRUST_FILE", "PINS_FILE", "REVOKED_FILE", "SCOPES_FILE", "THRESHOLD_FILE",
+    "TRUSTED_KEYS_ENV", "TRUST_FILES", "TRUST_SUBDIR", "content_lines", "read_trust_file", "system_trust_dir",
+    "trust_sources", "user_trust_dir"
+]
+
 #: Environment variable naming extra key files or trust directories.
 TRUSTED_KEYS_ENV = "TRITON_BACKEND_TRUSTED_KEYS"
 TRUST_SUBDIR = ("triton-backend", "trusted")

@@ -15,6 +15,8 @@ from .paths import PINS_FILE, content_lines, trust_sources
 from .paths import read_trust_file as _read_text
 from .syntax import CLAIM_NAME, DIST_NAME
 
+__all__ = ["Pin", "load_pins", "merge_pins", "parse_pin_name", "parse_pins", "pin_text", "remove_pin", "set_pin"]
+
 
 def parse_pin_name(text: str, where: str) -> tuple[str, str]:
     """``[KIND:]NAME`` of a pin: ``(kind, name)``, a bare name being a backend's;

@@ -22,6 +22,8 @@ from .editing import set_line
 from .paths import SCOPES_FILE, content_lines
 from .syntax import CLAIM_NAME, DIST_NAME
 
+__all__ = ["Scope", "parse_scope", "parse_scope_names", "parse_scopes", "set_scope"]
+
 _KEYID = re.compile(r"[0-9a-f]{64}")
 #: What one scope item is, for messages.
 _SCOPE_ITEM = f"a distribution name or KIND:NAME (KIND one of {', '.join(NAME_KINDS)})"

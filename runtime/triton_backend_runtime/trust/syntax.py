@@ -7,6 +7,8 @@ import re
 
 from ..base import TrustStoreError, canonicalize_name
 
+__all__ = ["CLAIM_NAME", "DIST_NAME", "parse_name"]
+
 #: A distribution name as PEP 508 allows it (before PEP 503 normalisation).
 DIST_NAME = re.compile(r"[a-z0-9]|[a-z0-9][a-z0-9._-]*[a-z0-9]", re.IGNORECASE)
 #: A backend, pass, dialect or op name a scope grants or a pin names (case-sensitive, as Triton

@@ -50,6 +50,11 @@ from ..manifest import schema
 from ..site import identity_text
 from .verdict import Verdict
 
+__all__ = [
+    "CACHE_DIR_ENV", "CHANGED", "MAX_CACHE_BYTES", "REHASH_ENV", "VerifyCache", "cache_dir", "cache_file",
+    "context_digest", "unsafe_owner_or_mode"
+]
+
 CACHE_DIR_ENV = "TRITON_BACKEND_CACHE_DIR"
 REHASH_ENV = "TRITON_BACKEND_REHASH"
 _FORMAT = 3

@@ -10,6 +10,8 @@ import sys
 from ..base import VerifyError
 from ..manifest import model as m
 
+__all__ = ["MAX_TAG_PARTS", "SUPPORTED_PROTOCOL_MAJORS", "check_environment"]
+
 #: Backend protocol majors this runtime can load (manifest ``protocol_version``).
 SUPPORTED_PROTOCOL_MAJORS = (1,)
 _MAJOR = re.compile(r"[0-9]{1,6}")

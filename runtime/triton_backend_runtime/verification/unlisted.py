@@ -20,6 +20,8 @@ from ..manifest import model as m
 from ..site import MAX_WALK_ENTRIES, Distribution, HashCache, RecordClaims, walk_files
 from .verdict import Verdict
 
+__all__ = ["MAX_LENT_SHOWN", "check_unlisted"]
+
 #: What the import system or the dynamic loader could run, by file name.
 _CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".so", ".pyd")
 

@@ -18,6 +18,8 @@ from ..base import Reason, Trust
 if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
     from ..manifest import Plugin
 
+__all__ = ["BackendClaim", "PluginClaim", "PluginTerms", "Verdict", "plugin_terms"]
+
 
 @dataclass
 class BackendClaim:
