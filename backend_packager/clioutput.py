@@ -109,9 +109,7 @@ def print_mirror(run: Any, quiet: bool) -> None:
             print(f"failed    {result.filename}: {result.error['code']}: {result.error['path']}: "
                   f"{result.error['message']} ({served})")
         elif result.status != "unchanged" and not quiet:
-            backends = ", ".join(result.entry.backends) or "none"
-            print(f"{result.status:<9} {result.filename} (backends: {backends}; "
-                  f"{len(result.entry.plugins)} plugins; {result.seconds:.1f}s)")
+            print(f"{result.status:<9} {result.filename} ({result.entry.found()}; {result.seconds:.1f}s)")
     if quiet:
         return
     print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16]})")

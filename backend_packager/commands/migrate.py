@@ -9,6 +9,8 @@ already has a manifest is re-scanned and re-signed: that is how a wheel is re-si
 ``auditwheel repair``. A backend whose code (``<package>/compiler.py`` and ``driver.py``) is not
 in the wheel is refused (``wheel.backend-missing``), and one inside a Triton package whose
 ``__init__.py`` the wheel does not hold is signed with a warning (:mod:`backend_packager.manifest.backendcode`).
+A wheel with no backend, no plugin and no Triton core (``requests``) is signed too, with a
+warning saying so: a platform may sign every wheel it serves, or it may be the wrong wheel.
 
 Renamed packages: a vendor release that renames ``triton`` (``tokenspeed_triton``) reads the
 group ``<package>.backends``; the package is read from the wheel (``--triton-package`` when it
@@ -68,6 +70,7 @@ class Outcome:
     triton_package: str | None = None  # the Triton package the backends plug into
     discrepancies: list[Discrepancy] = field(default_factory=list)  # RECORD / tags vs contents
     repaired: bool = False  # the discrepancies were rewritten from the contents (--rewrite-record)
+    core: str | None = None  # the Triton package whose core the wheel carries
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -101,6 +104,8 @@ class Options:
     #: The input wheel's descriptor (:func:`migrate_wheel` sets it): every read of the input
     #: is through it, never by its path again.
     source_fd: int | None = None
+    #: Warn when the wheel holds nothing Triton; ``mirror`` copies such a wheel through instead.
+    warn_plain: bool = True
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -213,8 +218,21 @@ def plan_migration(
     outcome.plugins = [p.path for p in manifest.plugins]
     outcome.artifacts = len(manifest.artifacts)
     outcome.native = sum(a.elf is not None for a in manifest.artifacts)
+    outcome.core = _core(contents, package)
+    if options.warn_plain and not (outcome.backends or outcome.plugins or outcome.core):
+        outcome.warnings.append(f"{outcome.source}: no Triton backend, plugin or core in it: signed anyway "
+                                "(a platform may sign every wheel)")
     outcome.warnings.extend(contents.warnings)
     return injection
+
+
+def _core(contents: WheelContents, package: str) -> str | None:
+    """The Triton package whose core the wheel carries, as the runtime finds a core: it
+    provides ``<package>/__init__.py``, or carries a ``<pkg>/_C/libtriton.so``."""
+    if f"{package}/__init__.py" in contents.names:
+        return package
+    library = plugininfo.libtriton_member(contents.names)
+    return library.split("/")[0] if library else None
 
 
 def _repairs(contents: WheelContents, outcome: Outcome, allowed: bool) -> list[m.Repair]:

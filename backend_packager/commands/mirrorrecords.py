@@ -54,6 +54,14 @@ class Entry:
     backends: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
     error: dict[str, str] | None = None
+    core: str | None = None  # the Triton package whose core the wheel carries
+
+    def found(self) -> str:
+        """What the wheel carries of Triton, in words ("nothing Triton" for a copied ``requests``)."""
+        parts = [f"backends: {', '.join(self.backends)}"] if self.backends else []
+        parts += [f"plugins: {len(self.plugins)}"] if self.plugins else []
+        parts += [f"core: {self.core}"] if self.core else []
+        return "; ".join(parts) or "nothing Triton"
 
 
 @dataclass
@@ -82,6 +90,8 @@ class Result:
             "output_sha256": entry.output_sha256 if entry and self.served else None,
             "backends": entry.backends if entry else [],
             "plugins": entry.plugins if entry else [],
+            "core": entry.core if entry else None,
+            "found": entry.found() if entry and entry.kind != FAILED else None,
             "error": self.error,
             "warnings": self.warnings,
             "seconds": round(self.seconds, 3),

@@ -14,7 +14,8 @@ from .mirrorrecords import COPIED, FAILED, MIGRATED, Entry, MirrorError
 
 STATE_FILE = ".mirror-state.json"
 #: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
-STATE_FORMAT = 2
+#: 3: each entry records the Triton core the wheel carries (``core``).
+STATE_FORMAT = 3
 #: Bounds on what is read back: the state (~1 kB a wheel).
 MAX_STATE_BYTES = 64 << 20
 
@@ -61,6 +62,7 @@ _ENTRY_TYPES: dict[str, Callable[[Any], bool]] = {
     "keyid": lambda v: _opt_str(v),
     "backends": lambda v: _strs(v),
     "plugins": lambda v: _strs(v),
+    "core": lambda v: v is None or (isinstance(v, str) and v.isidentifier()),
     "error": lambda v: v is None or (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
                                      and set(v) == {"code", "path", "message"}),
 }

@@ -216,7 +216,7 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
 
     staged = ctx.staging / source.filename
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
-                            options=Options(source_fd=fd, capture=ctx.capture))
+                            options=Options(source_fd=fd, capture=ctx.capture, warn_plain=False))
     kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
     output_hash = None
     if kind == MIGRATED:
@@ -228,6 +228,8 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
         sha256 = _checked(source, input_hash.result())
         entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, kind,
                       kind != FAILED or ctx.pass_through, None, [], ctx.key.public.keyid, [], [])
+        if kind != FAILED:
+            entry.core = outcome.core
         if kind == MIGRATED:
             entry.backends, entry.plugins = outcome.backends, outcome.plugins
             entry.output_sha256 = output_hash.result() if output_hash else None

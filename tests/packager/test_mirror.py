@@ -203,8 +203,8 @@ def _escaping_state(victim: str) -> bytes:
     """A well-formed state whose entry names a file outside OUTDIR as a served output."""
     entry = {"filename": victim, "source": "x", "project": "victim", "stat": [0, 0, 0, 0, 0], "sha256": "0" * 64,
              "kind": "copied", "served": True, "output_sha256": "0" * 64, "output_stat": [1, 1, 1, 1, 1], "keyid": None,
-             "backends": [], "plugins": [], "error": None}
-    return json.dumps({"format": 2, "tool": "0", "keyid": None, "entries": {victim: entry}}).encode()
+             "backends": [], "plugins": [], "error": None, "core": None}
+    return json.dumps({"format": mirror.STATE_FORMAT, "tool": "0", "keyid": None, "entries": {victim: entry}}).encode()
 
 
 @pytest.mark.parametrize("kind", [*BAD_STATES, "escaping", "fifo", "symlink", "too-big"])
