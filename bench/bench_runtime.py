@@ -22,7 +22,18 @@ alternating between the unmodified and the warm import (the cold runs after them
   per call in one process, and first call including the module imports;
 * `python -X importtime`: the runtime's own modules on the warm path.
 
-Usage: python bench/bench_runtime.py [-n RUNS]
+With ``--site-packages DIR`` nothing is downloaded, built or migrated: the Triton installed in
+DIR, already adopted (its manifest signed), is measured as it is, with this interpreter (whose
+site-packages DIR must be, the hook's .pth installed there by `hook install`), the key trusted
+by the environment (TRITON_BACKEND_TRUSTED_KEYS or the trust store of `trust add`) and the
+runtime importable (installed, or on PYTHONPATH). Every child then starts with ``-S`` and runs
+``site.main()`` itself, which is what a normal start-up does; the unmodified reference skips the
+hook's .pth there, so both import the same files and their start-ups differ by that .pth alone.
+(TRITON_BACKEND_POLICY=off is not the reference: the .pth and the import watch still run.) The
+hooked runs use TRITON_BACKEND_POLICY=strict and a verdict cache in a temporary
+TRITON_BACKEND_CACHE_DIR, warmed by the first run.
+
+Usage: python bench/bench_runtime.py [-n RUNS] [--site-packages DIR]
 """
 
 from __future__ import annotations
@@ -43,6 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _wheels import fetch_wheel  # noqa: E402
 
 PACKAGER = Path(sys.executable).parent / "backend-packager"
+#: The runtime's settings that each configuration sets itself (the trusted keys are kept).
+RUNTIME_SETTINGS = ("TRITON_BACKEND_POLICY", "TRITON_BACKEND_REHASH", "TRITON_BACKEND_CACHE_DIR")
+
+#: A child: the interpreter, its environment, and the code it runs at start-up after ``-S``
+#: ("": a normal start-up, no ``-S``).
+Config = tuple[Path, dict[str, str], str]
 
 DISCOVERY = """
 import time, sys
@@ -89,6 +106,38 @@ def setup(work: Path) -> tuple[dict[str, Path], Path]:
     return pythons, key.with_suffix(".pub")
 
 
+def installed(site: Path, work: Path) -> dict[str, Config]:
+    """The configurations of ``--site-packages`` mode (see the module docstring)."""
+    from triton_backend_runtime.autohook import OLD_PTH_NAMES, PTH_NAME
+
+    skip = (f"_add = site.addpackage\nsite.addpackage = lambda d, n, k: k if n in {(PTH_NAME, *OLD_PTH_NAMES)!r} "
+            "else _add(d, n, k)\n")
+    env = {k: v for k, v in os.environ.items() if k not in RUNTIME_SETTINGS}
+    env["TRITON_BACKEND_CACHE_DIR"] = str(work / "cache")
+    strict = {**env, "TRITON_BACKEND_POLICY": "strict"}
+    python = Path(sys.executable)
+    configs = {
+        "unmodified": (python, env, f"import site\n{skip}site.main()\n"),
+        "warm": (python, strict, "import site\nsite.main()\n"),
+        "cold": (python, {**strict, "TRITON_BACKEND_REHASH": "1"}, "import site\nsite.main()\n"),
+    }
+    where = "import os, triton; assert os.path.realpath(triton.__file__).startswith(%r), triton.__file__\n"
+    origin = os.path.realpath(site) + os.sep
+    for name, config in configs.items():
+        done = subprocess.run(command(config, where % origin), env=config[1], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: triton is not imported from {site} by {python}:\n{done.stderr}")
+    return configs
+
+
+def command(config: Config, code: str, *args: str, options: tuple[str, ...] = ()) -> list[str]:
+    """The child's command line: ``-S`` and the configuration's start-up code first where it has one."""
+    python, _, start = config
+    if start:
+        return [str(python), *options, "-S", "-c", start + code, *args]
+    return [str(python), *options, "-c", code, *args]
+
+
 def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
     env.update(PYTHONPATH=os.pathsep.join(map(str, paths)), TRITON_BACKEND_CACHE_DIR=str(work / "cache"),
@@ -96,11 +145,11 @@ def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
     return env
 
 
-def wall(python: Path, env: dict[str, str], code: str = "import triton") -> tuple[float, float]:
+def wall(config: Config, code: str = "import triton") -> tuple[float, float]:
     """Wall time and the child's CPU time (user + system) of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([str(python), "-c", code], env=env, capture_output=True, text=True)
+    done = subprocess.run(command(config, code), env=config[1], capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -108,44 +157,55 @@ def wall(python: Path, env: dict[str, str], code: str = "import triton") -> tupl
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def built(work: Path) -> dict[str, Config]:
+    """The configurations of the default mode: two venvs from the real triton 3.9.0 wheel."""
+    print("setting up a plain venv with triton 3.9.0 and a hooked one with its signed copy ...", file=sys.stderr)
+    pythons, pub = setup(work)
+    trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(pub), "TRITON_BACKEND_POLICY": "strict"}
+    runtime = [ROOT / "runtime"]
+    return {
+        "unmodified": (pythons["plain"], _env(work, [work / "empty"]), ""),
+        "warm": (pythons["hooked"], _env(work, runtime, **trusted), ""),
+        "cold": (pythons["hooked"], _env(work, runtime, TRITON_BACKEND_REHASH="1", **trusted), ""),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=21, help="runs per configuration (default 21)")
+    parser.add_argument("--site-packages", type=Path, metavar="DIR",
+                        help="measure the adopted Triton installed in DIR, this interpreter's site-packages, as it is")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
         work = Path(tmp)
-        print("setting up a plain venv with triton 3.9.0 and a hooked one with its signed copy ...", file=sys.stderr)
-        pythons, pub = setup(work)
-        trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(pub), "TRITON_BACKEND_POLICY": "strict"}
-        runtime = [ROOT / "runtime"]
-        configs = {
-            "unmodified": (pythons["plain"], _env(work, [work / "empty"])),
-            "warm": (pythons["hooked"], _env(work, runtime, **trusted)),
-            "cold": (pythons["hooked"], _env(work, runtime, TRITON_BACKEND_REHASH="1", **trusted)),
-        }
+        configs = installed(args.site_packages, work) if args.site_packages else built(work)
         check = (
             "import triton.backends as b; from triton_backend_runtime.loading import registry as r; g = r.get(); "
             "files = sum(len(v.files) for v in g.verdicts.values()); assert g.used_by_triton and g.core is None "
             "and {e.trust for e in g.entries} == {'verified'}, g.report(); "
             "print(files, {v.coverage for v in g.verdicts.values()})"
         )
-        python, env = configs["warm"]
+        hooked = subprocess.run(command(configs["warm"], check), env=configs["warm"][1], capture_output=True,
+                                text=True)
+        if hooked.returncode != 0:
+            raise SystemExit(f"the hooked import did not verify:\n{hooked.stderr}")
         print("hooked: every backend and the core verified; files the verdict depends on, coverage:",
-              subprocess.run([str(python), "-c", check], env=env, capture_output=True, text=True,
-                             check=True).stdout.strip())
-        plain = subprocess.run([str(pythons["plain"]), "-c", "import triton, sys; print('triton_backend_runtime' "
-                                "in sys.modules)"], env=configs["unmodified"][1], capture_output=True, text=True)
-        assert plain.stdout.strip() == "False" and not plain.stderr, plain.stderr
+              hooked.stdout.strip())
+        reference = configs["unmodified"]
+        plain = subprocess.run(command(reference, "import triton, sys; print('triton_backend_runtime' in sys.modules)"),
+                               env=reference[1], capture_output=True, text=True)
+        # Only the hook's own message counts: a preinstalled Triton may warn on import.
+        assert plain.stdout.strip() == "False" and "triton-backend-runtime" not in plain.stderr, plain.stderr
         times: dict[str, list[float]] = {k: [] for k in configs}
         cpu: dict[str, list[float]] = {k: [] for k in configs}
-        for python, env in configs.values():  # warm-up: page cache, bytecode
-            wall(python, env)
+        for config in configs.values():  # warm-up: page cache, bytecode, verdict cache
+            wall(config)
         # unmodified and warm alternate; the cold runs come after, on their own: one hashes a
         # gigabyte on every core, which slowed the run after it (unmodified, when interleaved)
         for group in (("unmodified", "warm"), ("cold",)):
             for _ in range(args.n):
                 for name in group:
-                    elapsed, used = wall(*configs[name])
+                    elapsed, used = wall(configs[name])
                     times[name].append(elapsed)
                     cpu[name].append(used)
         med = {k: statistics.median(v) for k, v in times.items()}
@@ -160,10 +220,8 @@ def main() -> None:
 
         disc = {}
         for which in ("ours", "entry_points"):
-            code = DISCOVERY
-            python, env = configs["warm"]
-            out = subprocess.run([str(python), "-c", code, which], env=env, capture_output=True,
-                                 text=True, check=True).stdout.split()
+            out = subprocess.run(command(configs["warm"], DISCOVERY, which), env=configs["warm"][1],
+                                 capture_output=True, text=True, check=True).stdout.split()
             disc[which] = (float(out[0]), float(out[1]), int(out[2]))
         ours, theirs = disc["ours"], disc["entry_points"]
         print(f"discovery per call: ours {ours[1] * 1e3:.2f} ms, entry_points().select {theirs[1] * 1e3:.2f} ms, "
@@ -171,9 +229,8 @@ def main() -> None:
         print(f"discovery first call incl. imports: ours {ours[0] * 1e3:.2f} ms, entry_points {theirs[0] * 1e3:.2f} "
               f"ms, ratio {ours[0] / theirs[0]:.2f}")
 
-        python, env = configs["warm"]
-        done = subprocess.run([str(python), "-X", "importtime", "-c", "import triton"], env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(command(configs["warm"], "import triton", options=("-X", "importtime")),
+                              env=configs["warm"][1], capture_output=True, text=True)
         rows = [line.split("|") for line in done.stderr.splitlines() if "triton_backend_runtime" in line]
         own = sum(int(r[0].split(":")[1]) for r in rows)
         print(f"-X importtime, warm: triton_backend_runtime modules (self) {own / 1e3:.1f} ms in {len(rows)} modules:")

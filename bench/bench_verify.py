@@ -15,7 +15,13 @@ Prints the median of each and the ratio (target <= 1.2), the single-thread sha25
 largest file alone (the floor for any thread count), and where our time goes: each step of
 `verify._verify` timed by wrapping it (``--phases``, on by default).
 
-Run: ``python bench/bench_verify.py [-n RUNS]``.
+With ``--site-packages DIR`` nothing is downloaded or migrated: the Triton installed in DIR,
+already adopted (its manifest signed), is verified as it is, the key trusted by the environment
+(TRITON_BACKEND_TRUSTED_KEYS or the trust store of `trust add`), the runtime importable
+(installed, or on PYTHONPATH); DIR goes first on the children's PYTHONPATH and the verdict cache
+into a temporary TRITON_BACKEND_CACHE_DIR (REHASH bypasses it anyway).
+
+Run: ``python bench/bench_verify.py [-n RUNS] [--site-packages DIR]``.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _wheels import signed_triton_site  # noqa: E402
 
+#: The runtime's settings that the benchmark sets itself (the trusted keys are kept).
+RUNTIME_SETTINGS = ("TRITON_BACKEND_POLICY", "TRITON_BACKEND_REHASH", "TRITON_BACKEND_CACHE_DIR")
+
 OURS = """
-import json, sys, time
+import importlib.util, json, sys, time
 t0 = time.perf_counter()
 from triton_backend_runtime.loading import registry
 from triton_backend_runtime.site.installed import hash_workers
@@ -43,14 +52,16 @@ reg = registry.get()
 reg.verify(rehash=True)
 elapsed = time.perf_counter() - t0
 status = sorted({v.status for v in reg.verdicts.values()})
-print(json.dumps({"seconds": elapsed, "hashed": reg.hashed_bytes, "workers": hash_workers(), "status": status}))
+coverage = sorted({v.coverage for v in reg.verdicts.values()})
+print(json.dumps({"seconds": elapsed, "hashed": reg.hashed_bytes, "workers": hash_workers(), "status": status,
+                  "coverage": coverage, "triton": importlib.util.find_spec("triton").origin}))
 """
 
 REFERENCE = """
 import base64, hashlib, json, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
-site, workers = sys.argv[1], int(sys.argv[2])
-envelope = json.load(open(os.path.join(site, "triton-3.9.0.dist-info", "triton_backend.dsse.json")))
+site, manifest, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+envelope = json.load(open(manifest))
 artifacts = json.loads(base64.b64decode(envelope["payload"]))["predicate"]["artifacts"]
 files = sorted(((os.path.join(site, a["path"]), a["size"]) for a in artifacts), key=lambda f: -f[1])
 
@@ -107,8 +118,26 @@ print(json.dumps(times))
 """
 
 
-def setup(work: Path) -> tuple[Path, Path]:
-    return signed_triton_site(work)
+def environment(work: Path, site: Path, pub: Path | None) -> dict[str, str]:
+    """The children's environment: the built site and its key, or (``pub`` None) the
+    installed site with the trust of this environment."""
+    if pub is None:
+        env = {k: v for k, v in os.environ.items() if k not in RUNTIME_SETTINGS}
+        paths = [str(site), *filter(None, [env.get("PYTHONPATH")])]
+    else:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
+        paths = [str(site), str(ROOT / "runtime")]
+        env.update(TRITON_BACKEND_TRUSTED_KEYS=str(pub), XDG_CONFIG_HOME=str(work / "config"))
+    env.update(PYTHONPATH=os.pathsep.join(paths), TRITON_BACKEND_CACHE_DIR=str(work / "cache"))
+    return env
+
+
+def manifest_of(site: Path) -> Path:
+    """Triton's signed manifest in ``site``."""
+    found = sorted(site.glob("triton-*.dist-info/triton_backend.dsse.json"))
+    if not found:
+        raise SystemExit(f"no adopted Triton in {site}: no triton-*.dist-info/triton_backend.dsse.json")
+    return found[0]
 
 
 def run_json(code: str, env: dict[str, str], *args: str) -> dict:
@@ -122,30 +151,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=9, help="runs of each (default 9), after one warm-up")
     parser.add_argument("--no-phases", action="store_true", help="skip the per-step breakdown")
+    parser.add_argument("--site-packages", type=Path, metavar="DIR",
+                        help="verify the adopted Triton installed in DIR as it is (nothing downloaded or migrated)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         work = Path(tmp)
-        print("migrating and installing the signed triton 3.9.0 ...", file=sys.stderr)
-        site, pub = setup(work)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
-        env.update(PYTHONPATH=os.pathsep.join([str(site), str(ROOT / "runtime")]),
-                   TRITON_BACKEND_TRUSTED_KEYS=str(pub), TRITON_BACKEND_CACHE_DIR=str(work / "cache"),
-                   XDG_CONFIG_HOME=str(work / "config"))
+        pub: Path | None = None
+        if args.site_packages:
+            site = args.site_packages.resolve()
+        else:
+            print("migrating and installing the signed triton 3.9.0 ...", file=sys.stderr)
+            site, pub = signed_triton_site(work)
+        env = environment(work, site, pub)
+        manifest = manifest_of(site)
         first = run_json(OURS, env)  # warm-up: page cache, bytecode of the runtime
         if first["status"] != ["verified"]:
             raise SystemExit(f"triton did not verify: {first}")
+        if not os.path.realpath(first["triton"]).startswith(str(site) + os.sep):
+            raise SystemExit(f"triton is imported from {first['triton']}, not from {site}")
         workers = first["workers"]
-        run_json(REFERENCE, env, str(site), str(workers))
+        label = f"{manifest.parent.name.removesuffix('.dist-info').replace('-', ' ', 1)} signed, coverage " + \
+            ", ".join(first["coverage"])
+        run_json(REFERENCE, env, str(site), str(manifest), str(workers))
         ours, ref, ref1 = [], [], []
         largest = []
         for _ in range(args.n):
             ours.append(run_json(OURS, env)["seconds"])
-            r = run_json(REFERENCE, env, str(site), str(workers))
+            r = run_json(REFERENCE, env, str(site), str(manifest), str(workers))
             ref.append(r["seconds"])
             largest.append(r["largest"])
-            ref1.append(run_json(REFERENCE, env, str(site), "1")["seconds"])
+            ref1.append(run_json(REFERENCE, env, str(site), str(manifest), "1")["seconds"])
         t_ours, t_ref, t_ref1 = statistics.median(ours), statistics.median(ref), statistics.median(ref1)
-        print(f"triton 3.9.0 signed, coverage all: {r['files']} files, {r['bytes'] / 1e9:.2f} GB; "
+        print(f"{label}: {r['files']} files, {r['bytes'] / 1e9:.2f} GB; "
               f"{workers} hash threads (installed.hash_workers()); {os.cpu_count()} CPUs; median of {args.n}")
         print(f"cold verification (REHASH)            {t_ours:6.2f} s   (min {min(ours):.2f}, max {max(ours):.2f})")
         print(f"parallel sha256, {workers} threads (reference)  {t_ref:6.2f} s   "

@@ -2,8 +2,9 @@
 # On a GPU machine whose Triton came preinstalled, with no package index: adopt the installed
 # Triton in place (every file checked against its RECORD first), trust the key, install the
 # import hook, and run one Triton kernel and one torch.compile function under
-# TRITON_BACKEND_POLICY=strict. Then flip one byte of the installed libtriton.so and show
-# strict refusing it; the byte is flipped back and the hook removed on exit.
+# TRITON_BACKEND_POLICY=strict; benchmark the hooked import and cold verification. Then flip
+# one byte of the installed libtriton.so and show strict refusing it; the byte is flipped back
+# and the hook removed on exit.
 # WHEELS holds this project's two wheels (pure Python), and in WHEELS/deps the wheels of
 # cryptography (with cffi, pycparser) and packaging, used only where they are not installed:
 #   python -m pip wheel --no-deps -w build/gpu . ./runtime
@@ -45,6 +46,11 @@ run python3 -m triton_backend_runtime trust add "$WORK/keys/platform.pub"
 run python3 -m triton_backend_runtime hook install
 run env TRITON_BACKEND_POLICY=strict python3 -m triton_backend_runtime doctor | tee "$OUT/doctor_strict.txt"
 run env TRITON_BACKEND_POLICY=strict python3 $HERE/smoke.py | tee "$OUT/smoke_strict.json"
+# The installed, adopted Triton as it is (nothing downloaded or migrated): warm `import triton`
+# under strict against the same import without the hook's .pth, then cold verification against
+# a parallel sha256 of the same files.
+run python3 bench/bench_runtime.py --site-packages "$SITE" -n 11 | tee "$OUT/bench_runtime.txt"
+run python3 bench/bench_verify.py --site-packages "$SITE" -n 5 | tee "$OUT/bench_verify.txt"
 
 echo; echo "flip one byte of the installed libtriton.so (same size):"
 flip "$LIB" && FLIPPED=1
