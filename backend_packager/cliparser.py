@@ -31,6 +31,24 @@ def _searched(sites: list[Path]) -> str:
             "is refused")
 
 
+class _SitePackages(argparse.Action):
+    """``adopt --site-packages``, stored as argparse's ``store`` stores; its help names this
+    interpreter's sites, found only when the help is shown: sysconfig would cost every
+    command's start-up."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+
+    @property
+    def help(self) -> str:
+        return f"where DIST is installed (default: {_searched(interpreter_sites())})"
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        """argparse sets None at construction; the text is the getter's."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-packager",
@@ -109,8 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         "alone. Exit 1 if a distribution was refused or failed, 2 for an unusable key, directory or name.",
     )
     adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
-    adopt.add_argument("--site-packages", type=Path, metavar="DIR",
-                       help=f"where DIST is installed (default: {_searched(interpreter_sites())})")
+    adopt.add_argument("--site-packages", type=Path, metavar="DIR", action=_SitePackages)
     _add_key(adopt)
     _add_capture(adopt)
     adopt.add_argument("-o", "--output", dest="wheel_out", type=Path, metavar="DIR",
