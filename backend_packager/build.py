@@ -36,6 +36,13 @@ if TYPE_CHECKING:
     from .manifest import Injection, SigningKey
     from .wheel import WheelContents
 
+__all__ = [
+    "ConfigSettings", "F", "SIGNING_KEY_ENV", "auditwheel_repair", "build_editable", "build_sdist", "build_wheel",
+    "describe_build", "entry_points_for", "get_requires_for_build_editable", "get_requires_for_build_sdist",
+    "get_requires_for_build_wheel", "inject_entry_points", "plugins_with_contracts",
+    "prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel", "signing_key"
+]
+
 # A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
 SIGNING_KEY_ENV = config_mod.SIGNING_KEY_ENV

@@ -18,6 +18,8 @@ from .base import interrupt
 from .clioutput import PROG, USAGE_ERRORS
 from .cliparser import build_parser
 
+__all__ = ["main"]
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Every failure ends here as one line (and, with ``--json``, one

@@ -29,6 +29,11 @@ from .clioutput import (
     progress,
 )
 
+__all__ = [
+    "INIT_KEY", "build_command", "cmd_adopt", "cmd_init", "cmd_inspect", "cmd_keygen", "cmd_migrate", "cmd_mirror",
+    "cmd_scan", "cmd_schema", "cmd_verify", "interpreter_sites"
+]
+
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from .commands import scan_paths

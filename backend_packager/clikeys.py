@@ -9,6 +9,8 @@ from typing import Any
 
 from .base import InputError
 
+__all__ = ["key_paths", "signing_key"]
+
 
 def key_paths(private: Path) -> tuple[Path, Path]:
     """The private key's path and its public twin's (``.pub`` beside it), refusing any

@@ -13,6 +13,11 @@ from triton_backend_runtime.cli import EXIT_OK, exit_code, fail
 
 from .base import InputError, TrustError
 
+__all__ = [
+    "PROG", "USAGE_ERRORS", "end_progress", "exit_for", "fail_line", "key_label", "print_adoption", "print_mirror",
+    "print_outcome", "print_scan_table", "progress"
+]
+
 PROG = "backend-packager"
 
 #: Classes whose errors mean the input itself is unusable (exit 2), not a checked failure; an

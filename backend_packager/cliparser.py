@@ -23,6 +23,8 @@ from .clicommands import (
     interpreter_sites,
 )
 
+__all__ = ["build_parser", "positive_int", "python_package"]
+
 
 def _searched(sites: list[Path]) -> str:
     if len(sites) == 1:

@@ -26,6 +26,8 @@ from .base import WheelError, atomic_output
 from .manifest import Injection, SigningKey, seal
 from .wheel import Progress, WheelArchive, WheelContents, WheelWriter, manifest_member
 
+__all__ = ["Plan", "check_coverage", "check_repairs", "output_name", "rewrite_wheel"]
+
 Plan = Callable[[WheelContents], Injection]
 
 

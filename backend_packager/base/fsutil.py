@@ -20,6 +20,10 @@ from triton_backend_runtime.base import atomicfile, regularfile
 from .errors import InputError
 from .interrupt import checkpoint
 
+__all__ = [
+    "PID_LIMIT", "atomic_output", "atomic_write", "open_input", "read_input", "remove_orphan_dirs", "sha256_pread"
+]
+
 
 def open_input(path: Path) -> int:
     """A descriptor on ``path``, refused unless it is a regular file; never blocks (a FIFO

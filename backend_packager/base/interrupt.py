@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
+__all__ = ["Cancelled", "STOP", "checkpoint", "worker_pool"]
+
 #: Set once a signal asked the command to stop; cleared when a command starts.
 STOP = threading.Event()
 

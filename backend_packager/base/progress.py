@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+__all__ = ["WheelProgress"]
+
 
 class WheelProgress:
     """Per wheel (done / total) and per byte (compressed bytes copied / wheel sizes)."""

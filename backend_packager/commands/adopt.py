@@ -63,6 +63,8 @@ from .installed import Adoption, find_site, read_installed
 from .recordcheck import check_installed
 from .wheelout import adopt_into_wheel
 
+__all__ = ["adopt"]
+
 
 def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
           against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off",

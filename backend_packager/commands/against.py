@@ -13,6 +13,8 @@ from . import published
 from .installed import Adoption, Installed
 from .recordcheck import Checked, own_manifest
 
+__all__ = ["check_against"]
+
 
 def check_against(installed: Installed, checked: list[Checked], key: SigningKey, against: str,
                   outcome: Adoption) -> None:

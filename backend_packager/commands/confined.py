@@ -13,6 +13,8 @@ from triton_backend_runtime.base import regularfile
 from ..base import InputError
 from .mirrorrecords import MirrorError
 
+__all__ = ["is_regular", "open_confined", "read_bounded", "read_confined", "symlink_error"]
+
 
 def symlink_error(where: str) -> InputError:
     return InputError("symlink", where, "a symbolic link: only regular files of the source tree are mirrored, "

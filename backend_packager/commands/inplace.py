@@ -23,6 +23,8 @@ from .migrate import plan_migration
 from .plugincapture import capture_plugins
 from .recordcheck import Checked
 
+__all__ = ["adopt_in_place", "contents_of", "plan_and_seal", "write_in_place"]
+
 
 def adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
                     capture: plugininfo.Policy = "off") -> None:

@@ -27,6 +27,10 @@ from ..base import ManifestError
 from ..manifest import reported_where
 from ..wheel import WheelArchive, manifest_member
 
+__all__ = [
+    "Inspection", "as_json", "coverage_text", "inspect_wheel", "kind_text", "plugin_json", "plugin_lines", "render"
+]
+
 
 @dataclass(frozen=True)
 class Inspection:

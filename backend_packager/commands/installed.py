@@ -16,6 +16,8 @@ from ..base import InputError, InstalledError
 from ..formats import entrypoints, records
 from .migrate import Outcome
 
+__all__ = ["Adoption", "Installed", "MAX_METADATA_BYTES", "MAX_RECORD_BYTES", "find_site", "read_installed"]
+
 #: RECORD, METADATA, WHEEL, entry_points.txt larger than these are not a distribution's own.
 MAX_RECORD_BYTES = 16 << 20
 MAX_METADATA_BYTES = 4 << 20

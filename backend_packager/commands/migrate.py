@@ -51,6 +51,8 @@ from ..manifest import contents as assemble
 from ..rewrite import rewrite_wheel
 from ..wheel import WheelContents, open_wheel
 
+__all__ = ["ByteProgress", "Options", "Outcome", "expand_inputs", "migrate_many", "migrate_wheel", "plan_migration"]
+
 
 @dataclass
 class Outcome:

@@ -44,6 +44,8 @@ from pathlib import Path
 
 from ..formats import IndexFile, pages
 
+__all__ = ["GENERATIONS", "INDEX_DIR", "NEXT_LINK", "OLD_DIR", "prune", "publish", "served_generation", "swap"]
+
 INDEX_DIR = "simple"
 GENERATIONS = ".mirror-index"
 #: The link being swapped in, and an old-layout index renamed aside: a killed run's are removed.

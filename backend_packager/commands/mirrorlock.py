@@ -11,6 +11,8 @@ from pathlib import Path
 
 from .mirrorrecords import MirrorError
 
+__all__ = ["locked"]
+
 
 @contextlib.contextmanager
 def locked(outdir: Path, wait: bool, waiting: Callable[[Path], None] | None = None) -> Iterator[None]:

@@ -13,6 +13,11 @@ from ..base import TrustError
 if TYPE_CHECKING:
     from .migrate import ByteProgress
 
+__all__ = [
+    "COPIED", "Entry", "FAILED", "Hooks", "INDEX_DIR", "MIGRATED", "MirrorError", "Result", "Run", "STATUSES",
+    "Source", "UNCHANGED", "failure"
+]
+
 INDEX_DIR = "simple"
 
 MIGRATED, UNCHANGED, COPIED, FAILED = "migrated", "unchanged", "copied", "failed"

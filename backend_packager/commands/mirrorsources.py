@@ -18,6 +18,8 @@ from .confined import open_confined, read_confined, symlink_error
 from .mirrorrecords import INDEX_DIR, MirrorError, Result, Source, failure
 from .mirrorstate import plain_wheel_name
 
+__all__ = ["MAX_HREF", "MAX_PAGE_BYTES", "discover", "unique"]
+
 #: Bounds on what is read back of a source index page.
 MAX_PAGE_BYTES = 16 << 20
 #: A link longer than this is no link to a wheel of the tree (PATH_MAX is 4096).

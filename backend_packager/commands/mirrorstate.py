@@ -12,6 +12,8 @@ from typing import Any
 from .confined import read_bounded
 from .mirrorrecords import COPIED, FAILED, MIGRATED, Entry, MirrorError
 
+__all__ = ["MAX_STATE_BYTES", "STATE_FILE", "STATE_FORMAT", "State", "encode_state", "load_state", "plain_wheel_name"]
+
 STATE_FILE = ".mirror-state.json"
 #: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
 #: 3: each entry records the Triton core the wheel carries (``core``).

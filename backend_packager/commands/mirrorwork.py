@@ -24,6 +24,8 @@ from .mirrorstate import State
 if TYPE_CHECKING:
     from ..manifest import Policy, SigningKey
 
+__all__ = ["CHUNK", "Context", "Finish", "Hasher", "output_stat", "tool", "work"]
+
 CHUNK = 1 << 20
 
 

@@ -16,6 +16,8 @@ from ..manifest import plugininfo
 from .installed import Installed
 from .recordcheck import Checked, file_identity, open_recorded
 
+__all__ = ["InstalledFiles", "capture_plugins"]
+
 
 @dataclass
 class InstalledFiles:

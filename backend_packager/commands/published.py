@@ -40,6 +40,11 @@ from ..base import InputError, InstalledError, TrustError, WheelError, read_inpu
 from ..formats import records, simpleindex
 from ..wheel import WheelArchive, open_wheel
 
+__all__ = [
+    "CHUNK", "MAX_PAGE_BYTES", "MAX_WHEEL_BYTES", "Release", "SHOWN", "TIMEOUT_S", "Wanted", "compare",
+    "installed_path", "load", "read_release", "summary"
+]
+
 #: Bounds on what is fetched: a project page, a wheel, and how long a read may stall.
 MAX_PAGE_BYTES = 16 << 20
 MAX_WHEEL_BYTES = 8 << 30

@@ -32,6 +32,11 @@ from ..scanning import ELF_MAGIC, artifact_from_bytes, scan_elf
 from ..wheel import FOREIGN_BINARY
 from .installed import Adoption, Installed
 
+__all__ = [
+    "Checked", "Hashed", "SCRIPT_DIRS", "Scan", "check_installed", "describe_file", "file_identity", "hash_file",
+    "open_recorded", "own_manifest"
+]
+
 #: Where installers put script wrappers, relative to the scheme's prefix.
 SCRIPT_DIRS = ("bin", "Scripts")
 _SCRIPT_GROUPS = ("console_scripts", "gui_scripts")

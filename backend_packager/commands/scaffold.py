@@ -21,6 +21,8 @@ from triton_backend_runtime.manifest import PROTOCOL_VERSION
 from .. import __version__
 from ..base import InputError
 
+__all__ = ["DEFAULT_TRITON", "Project", "init", "project_for", "render", "template_root"]
+
 _DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508 names
 _BACKEND = re.compile(r"^[a-z][a-z0-9_]*$")
 DEFAULT_TRITON = ">=3.9,<3.10"

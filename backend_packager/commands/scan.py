@@ -22,6 +22,8 @@ from ..scanning import ELF_MAGIC, ArtifactSink, CaptureMiss, artifact_from_file,
 if TYPE_CHECKING:
     import zipfile
 
+__all__ = ["MAGIC_BYTES", "Progress", "ScanResult", "kind_of", "scan_paths"]
+
 
 @dataclass
 class ScanResult:

@@ -42,6 +42,11 @@ from ..scanning import ELF_MAGIC
 from ..wheel import MAX_MEMBER_SIZE, ZIP_ERRORS, WheelArchive, WheelName, manifest_member
 from ..wheel import Member as WheelMember
 
+__all__ = [
+    "CHUNK", "Finding", "Member", "Verification", "Wheel", "check_artifacts", "check_entry_points",
+    "check_identity", "check_record", "check_unlisted", "coverage_notes", "read_wheel", "verify_wheel"
+]
+
 CHUNK = 1 << 20
 
 

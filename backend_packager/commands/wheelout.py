@@ -29,6 +29,8 @@ from .migrate import plan_migration
 from .plugincapture import capture_plugins
 from .recordcheck import Checked, open_recorded
 
+__all__ = ["adopt_into_wheel", "wheel_filename"]
+
 
 def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
                       outcome: Adoption, capture: plugininfo.Policy = "off",

@@ -13,6 +13,8 @@ from triton_backend_runtime.site import parse_entry_points
 
 from ..base import WheelError
 
+__all__ = ["EntryPoints", "merged", "parse", "render"]
+
 EntryPoints = dict[str, dict[str, str]]
 
 

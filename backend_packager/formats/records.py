@@ -15,6 +15,10 @@ from triton_backend_runtime.site import RecordSyntaxError, record_lines
 
 from ..base import WheelError
 
+__all__ = [
+    "Discrepancy", "MAX_SIZE_DIGITS", "RecordRow", "discrepancies", "hash_field", "parse", "parse_rows", "render"
+]
+
 #: Sizes are below 2**64; more digits than that is malformed, not a big file.
 MAX_SIZE_DIGITS = 20
 

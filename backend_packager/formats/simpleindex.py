@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import quote
 
+__all__ = ["API_VERSION", "IndexFile", "Link", "PageError", "links", "pages"]
+
 #: PEP 691 API version written in ``meta``.
 API_VERSION = "1.0"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

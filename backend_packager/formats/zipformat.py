@@ -14,6 +14,13 @@ import struct
 import time
 from dataclasses import dataclass
 
+__all__ = [
+    "CENTRAL_HEADER", "CENTRAL_SIGNATURE", "DEFLATED", "DOS_EPOCH", "END_SEARCH", "EOCD_SIGNATURE", "End", "Entry",
+    "FLAG_UTF8", "LOCAL_HEADER", "LOCAL_SIGNATURE", "MAX_32", "STORED", "ZIP64_EOCD_SIGNATURE",
+    "ZIP64_LOCATOR_SIGNATURE", "central_header", "dos_datetime", "end_records", "find_end", "local_header",
+    "local_header_size", "normal_mode"
+]
+
 LOCAL_SIGNATURE = 0x04034B50
 CENTRAL_SIGNATURE = 0x02014B50
 EOCD_SIGNATURE = 0x06054B50

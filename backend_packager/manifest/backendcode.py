@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from triton_backend_runtime.manifest import model as m
 
+__all__ = ["MODULES", "MissingCode", "inside_foreign_package", "missing_code"]
+
 #: The modules Triton imports from a backend's package.
 MODULES = ("compiler", "driver")
 #: A file path -> the module it is imported as (``a/b.py``, ``a/b/__init__.py``, ``a/b.pyc``,

@@ -36,6 +36,11 @@ from triton_backend_runtime.manifest import PROTOCOL_VERSION, PassPlacement, Plu
 
 from ..base import ConfigError
 
+__all__ = [
+    "BackendSpec", "CAPTURE_CHOICES", "Config", "DEFAULT_INNER_BACKEND", "PluginSpec", "REPAIR_TOOLS",
+    "SIGNING_KEY_ENV", "TABLE", "load", "parse", "project_root", "start_directory"
+]
+
 #: Environment variable naming the signing key file when the configuration names none.
 SIGNING_KEY_ENV = "BACKEND_PACKAGER_SIGNING_KEY"
 

@@ -28,6 +28,11 @@ from ..formats import DEFAULT_PACKAGE, EntryPoints, backends_group, render
 from ..scanning import artifact_from_bytes
 from ..wheel import WheelContents
 
+__all__ = [
+    "Backends", "Injection", "added_files", "backend_shapes", "build_record", "describe", "find_backends",
+    "find_plugins", "triton_packages", "triton_requirement"
+]
+
 #: ``<prefix>backends/<name>/compiler.py`` or ``driver.py``: what Triton's directory scan loads.
 _BACKEND_SHAPE = re.compile(r"^(?P<prefix>(?:[^/]+/)*)backends/(?P<name>[^/]+)/(?P<kind>compiler|driver)\.py$")
 _GROUP_SUFFIX = ".backends"

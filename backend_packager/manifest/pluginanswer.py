@@ -36,6 +36,8 @@ from triton_backend_runtime.base import ManifestError, jsonlimits
 from triton_backend_runtime.base import describe as describe_error
 from triton_backend_runtime.manifest import model as m
 
+__all__ = ["API_VERSION", "CHILD", "Limits", "SANDBOX", "UNSANDBOXED", "decode", "describe", "failed", "reported_where"]
+
 #: The only ``PluginInfo`` layout this module knows (PluginUtils.h of Triton 3.9).
 API_VERSION = 2
 #: Where the call ran, as ``PluginInfo.ran_in`` records it.

@@ -18,6 +18,8 @@ from triton_backend_runtime.manifest import model as m
 from ..scanning import sandbox
 from .pluginanswer import CHILD, Limits, decode, failed
 
+__all__ = ["PRELUDE", "as_links", "call_sandboxed", "call_unsandboxed"]
+
 # The unsafe call's own limits, set in the child before :data:`.pluginanswer.CHILD` runs
 # (the sandbox sets them itself). argv ends: parent pid, memory.
 PRELUDE = r"""

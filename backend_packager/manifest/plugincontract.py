@@ -7,6 +7,8 @@ from triton_backend_runtime.manifest import model as m
 
 from ..base import ConfigError
 
+__all__ = ["check_contract"]
+
 
 def check_contract(plugin: m.Plugin, where: str) -> list[str]:
     """The vendor's declaration against what the library said about itself (build time).

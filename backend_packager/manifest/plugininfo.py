@@ -42,6 +42,12 @@ from ..wheel import open_zip
 from . import plugincall
 from .pluginanswer import SANDBOX, UNSANDBOXED, Limits, failed
 
+__all__ = [
+    "BUILD_ENVIRONMENT", "Files", "LIBTRITON_MEMBER", "POLICIES", "Policy", "WheelMembers", "capture_all",
+    "capture_from", "environment_libtriton", "host_machine", "libtriton_member", "migrated_plugins", "not_run",
+    "plain_name", "warnings"
+]
+
 LIBTRITON_MEMBER = "triton/_C/libtriton.so"
 
 

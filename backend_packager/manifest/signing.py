@@ -18,6 +18,8 @@ from triton_backend_runtime.trust import PublicKey, dsse, keyid_of, parse_key_fi
 
 from ..base import ConfigError, TrustError, atomic_write, read_input
 
+__all__ = ["MAX_KEY_FILE", "PASSPHRASE_ENV", "SigningKey", "generate", "load", "seal", "seal_with", "take_env"]
+
 #: A PEM Ed25519 key is a few hundred bytes; anything much larger is not one.
 MAX_KEY_FILE = 64 << 10
 

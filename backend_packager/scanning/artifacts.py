@@ -34,6 +34,11 @@ from .elf import ELF_MAGIC, SCAN_BYTES_LIMIT, CaptureMiss, capture_ranges, scan_
 if TYPE_CHECKING:
     import tempfile
 
+__all__ = [
+    "ArtifactSink", "CHUNK", "HASH_CHUNK", "HASH_IN_CHILD", "HASH_IN_THREAD", "HASH_STEP", "PLAN_BYTES", "Range",
+    "SPOOL_IN_MEMORY", "artifact_from_bytes", "artifact_from_file", "read_into"
+]
+
 CHUNK = 1 << 20
 SPOOL_IN_MEMORY = 16 << 20
 #: First bytes held before deciding what to keep: the ELF header and program headers.

@@ -52,6 +52,15 @@ from ..base import ElfError
 from . import elftables
 from .elftables import limit
 
+__all__ = [
+    "COMMENT_GUESS_BYTES", "CaptureMiss", "ELF_MAGIC", "INTERP_LIMIT", "MACHINES", "MEMORY_BOUND",
+    "NOTE_BYTES_LIMIT", "PF_W", "PF_X", "PROGRAM_HEADER_BYTES", "PT_DYNAMIC", "PT_INTERP", "PT_LOAD", "PT_NOTE",
+    "Range", "SCAN_BYTES_LIMIT", "SECTION_LIMIT", "SHF_ALLOC", "SHF_STRINGS", "SHN_XINDEX", "SHT_DYNAMIC",
+    "SHT_DYNSYM", "SHT_GNU_VERDEF", "SHT_GNU_VERNEED", "SHT_GNU_VERSYM", "SHT_NOBITS", "SHT_NOTE", "SHT_PROGBITS",
+    "STRING_TABLE_LIMIT", "SYMBOL_LIMIT", "TABLE_LIMIT", "TAIL_CAPTURE", "capture_ranges", "check_ident", "is_elf",
+    "merge", "scan_elf"
+]
+
 ELF_MAGIC = b"\x7fELF"
 MACHINES = {62: "x86_64", 183: "aarch64"}
 _FOREIGN = {3: "i386", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "S/390", 40: "ARM", 243: "RISC-V"}

@@ -44,6 +44,12 @@ from triton_backend_runtime.verification import EXPORT_BINDINGS
 
 from ..base import ElfError
 
+__all__ = [
+    "DT_NEEDED", "DT_RPATH", "DT_RUNPATH", "DT_SONAME", "Header", "NAME_BYTES_LIMIT", "NAME_LIMIT",
+    "NT_GNU_BUILD_ID", "PYINIT_LIMIT", "Tables", "VERSION_RECORD_LIMIT", "VERSYM_HIDDEN", "decode", "limit",
+    "manylinux_tag"
+]
+
 #: Most Verneed + Vernaux + Verdef records walked in one file (libtriton.so has 43).
 VERSION_RECORD_LIMIT = 1 << 14
 #: Longest name decoded from .dynstr (libtriton.so's longest symbol name is about 1 KB).

@@ -54,6 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+__all__ = [
+    "DEVICES", "GRACE", "Held", "LAUNCHER", "LIBRARY_DIRS", "Limits", "MAX_LINKS", "MAX_REPORT", "Outcome",
+    "PROBE_PREFIX", "Plan", "SYSTEM_FILES", "Status", "available", "interpreter", "interpreter_paths", "kill_group",
+    "layout", "plan_document", "run", "signal_name"
+]
+
 #: The system's library directories (those that exist are exposed, read-only).
 LIBRARY_DIRS = ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32",
                 "/usr/local/lib", "/usr/local/lib64")

@@ -31,6 +31,8 @@ from ..formats import zipformat
 from .reader import MAX_MEMBER_SIZE
 from .writer import Progress, Written, check_new, write_new, write_record_and_directory
 
+__all__ = ["BLOCK", "FileWheelWriter", "LEVEL", "SourceFile", "WINDOW"]
+
 #: Uncompressed bytes deflated as one unit: fixed, so the output never depends on ``jobs``.
 BLOCK = 1 << 20
 #: zlib's fastest level: libtriton.so to a quarter of its size at 80-120 MB/s a core; level 6,

@@ -31,6 +31,12 @@ from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 from ..base import InputError, WheelError
 from ..formats import entrypoints, records, zipformat
 
+__all__ = [
+    "MAX_DEFLATE_RATIO", "MAX_DIRECTORY", "MAX_MEMBERS", "MAX_MEMBER_SIZE", "MAX_METADATA_SIZE", "MAX_TAG_PARTS",
+    "Member", "WITHDRAWN", "WheelArchive", "WheelContents", "WheelName", "ZIP_ERRORS", "dist_info_name",
+    "escape_name", "manifest_member", "open_wheel", "open_zip", "read_end"
+]
+
 #: A declared uncompressed size above this is refused before anything is inflated.
 MAX_MEMBER_SIZE = 0xFFFFFFFF - 1
 #: Deflate cannot compress better than ~1032:1; a member that claims more is a zip bomb.

@@ -38,6 +38,11 @@ from ..formats import records, zipformat
 from ..scanning import CHUNK, ArtifactSink, CaptureMiss
 from .reader import WITHDRAWN, Member, WheelArchive, WheelContents, manifest_member
 
+__all__ = [
+    "FOREIGN_BINARY", "INFLATE_STEP", "Progress", "Streamed", "WheelWriter", "Written", "check_new",
+    "replaced_members", "write_new", "write_record_and_directory"
+]
+
 #: Most bytes one inflate step may produce: bounds memory whatever the compression ratio.
 INFLATE_STEP = 4 << 20
 #: Magic numbers of native binaries this tool cannot scan (PE, Mach-O 32/64, fat Mach-O).
