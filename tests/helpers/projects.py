@@ -88,7 +88,8 @@ def rezip(src: Path, dst: Path, edit: Callable[[dict[str, bytes]], None], *, fix
     if fix_record:
         rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in members.items() if n != record]
         members[record] = ("\n".join([*rows, f"{record},,"]) + "\n").encode()
-    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as archive:
+    # level 1: a 290 MB Triton wheel rezipped in seconds, not 40 (the bytes are not what is tested)
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for name, data in members.items():
             archive.writestr(name, data)
     return dst
