@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.signals import sigint_default
 from helpers.wheels import backend_files, write_wheel
 
 from backend_packager.manifest import signing
@@ -83,7 +84,7 @@ def interrupted(sig: signal.Signals, *args: str, skip: int = 0) -> tuple[int, fl
     ``sig`` once its first slow read began. Its exit status, the seconds from the signal to
     its exit, its stderr."""
     proc = subprocess.Popen([sys.executable, "-c", SLOW, str(skip), *args], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

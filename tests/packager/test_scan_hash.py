@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from helpers.csrc import ElfFixtures
+from helpers.signals import sigint_default
 from triton_backend_runtime.manifest import model as m
 
 from backend_packager.base.errors import ElfError, InputError
@@ -234,7 +235,7 @@ def held_scan(elf_files: ElfFixtures, tmp_path: Path) -> Iterator[tuple[subproce
     path = sparse_library(elf_files, tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "runtime")])}
     proc = subprocess.Popen([sys.executable, "-c", HELD_SCRIPT, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, text=True, env=env, preexec_fn=sigint_default)
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
     pidfd = os.pidfd_open(child)
