@@ -49,22 +49,24 @@ def _exercise(rehash: bool, package: str = DEFAULT_PACKAGE) -> reg.Registry:
 
     registry = reg.get()
     registry.verify(rehash=rehash, package=package)
-    _OUTCOME.core_checked = importwatch.watching(package)
     try:
         tb = importlib.import_module(f"{package}.backends")  # through the hook or the patch, when installed
     except ModuleNotFoundError as exc:
+        _OUTCOME.core_checked = importwatch.watching(package)  # a renamed one is watched once found
         if exc.name != f"{package}.backends" or package not in sys.modules:
             registry.problems.append(Reason("load.triton", package, describe(exc)))
         else:
             _OUTCOME.no_registry = True  # the core imported; it has no backends to discover
         return registry
     except Exception as exc:
+        _OUTCOME.core_checked = importwatch.watching(package)
         refused = getattr(exc, "reason", None)
         if isinstance(exc, ImportError) and isinstance(refused, Reason) and registry.policy == STRICT:
             _OUTCOME.refused = refused
         else:
             registry.problems.append(Reason("load.triton", package, describe(exc)))
         return registry
+    _OUTCOME.core_checked = importwatch.watching(package)
     if not registry.used_by_triton and registry.policy != "off":
         # Triton loaded its backends itself (no hook): show what the registry would admit.
         registry.load(lambda name, package: _triton_load(tb, package))
