@@ -187,3 +187,33 @@ def test_lent_files_round_trip_through_the_cache_codec() -> None:
     verdict = Verdict("verified", lent={"/site/x-1.0.dist-info": ["/site/triton/_C/libx.so"]})
     assert schema.decode(Verdict, schema.encode(verdict), complete=True) == verdict
     assert schema.decode(Verdict, schema.encode(Verdict("rejected")), complete=True).lent == {}
+
+
+@pytest.mark.parametrize("where", ["triton/evil.py", "triton/_C/evil.py", "triton/backends/nvidia/evil.py"])
+def test_a_row_added_to_a_verified_addons_record_vouches_for_nothing(env: TrustEnv, site: Path, where: str) -> None:
+    """RECORDs are not signed: code dropped into Triton's packages and listed afterwards in a
+    verified add-on's RECORD is not the add-on's to lend; only what its manifest covers is."""
+    core = _core(site, env)
+    addon = _addon(site, env)
+    assert _verdict(env.registry(site, policy="strict"), core).status == "verified"
+    (site / where).write_bytes(b"EVIL = 1\n")
+    _record(addon, [*_own(addon, ADDON_FILES), where])
+    reg = env.registry(site, policy="strict", rehash=True)
+    _core_refused(reg, core, where, addon)
+    assert "whose RECORD lists it but whose manifest does not" in _verdict(reg, core).problem.message  # type: ignore[union-attr]
+
+
+def test_a_record_row_is_ended_by_a_newline_only(env: TrustEnv, site: Path) -> None:
+    """A RECORD whose line holds a form feed (which str.splitlines ends a line at) lists
+    nothing at the path after it: the owner search reads rows as discovery does."""
+    core = _core(site, env)
+    (site / "triton" / "evil.py").write_bytes(b"EVIL = 1\n")
+    info = site / "junk-1.0.dist-info"
+    info.mkdir()
+    data = b"EVIL = 1\n"
+    row = f"triton/evil.py,{hash_field(hashlib.sha256(data).hexdigest())},{len(data)}"
+    (info / "RECORD").write_text(f"junk\x0c{row}\njunk-1.0.dist-info/RECORD,,\n")
+    reg = env.registry(site, policy="strict", rehash=True)
+    verdict = _verdict(reg, core)
+    assert (verdict.status, verdict.problem.code if verdict.problem else None) == ("rejected", "verify.unlisted")
+    assert verdict.lent == {}

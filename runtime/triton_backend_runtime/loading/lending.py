@@ -56,14 +56,27 @@ def _withdraw(verdicts: dict[str, Verdict]) -> None:
         for key, verdict in list(verdicts.items()):
             if verdict.status != VERIFIED:
                 continue
-            refused = next(((o, f) for o, f in sorted(verdict.lent.items())
-                            if f and (o not in verdicts or verdicts[o].status != VERIFIED)), None)
+            refused = next(((o, f) for o, files in sorted(verdict.lent.items())
+                            for f in _unvouched(files, verdicts.get(o))), None)
             if refused is not None:
-                owner, files = refused
-                problem = reason_of(VerifyError("unlisted", files[0], "code the signed manifest does not list, "
-                                                f"installed by {_owner(owner, verdicts.get(owner))}"))
+                owner, path = refused
+                found = verdicts.get(owner)
+                why = (_owner(owner, found) if found is None or found.status != VERIFIED
+                       else f"{os.path.basename(owner)[:200]}, whose RECORD lists it but whose manifest does not")
+                problem = reason_of(VerifyError("unlisted", path, f"code the signed manifest does not list, "
+                                                f"installed by {why}"))
                 verdicts[key] = dataclasses.replace(verdict, status=REJECTED, problem=problem)
                 changed = True
+
+
+def _unvouched(files: list[str], owner: Verdict | None) -> list[str]:
+    """The lent files ``owner`` does not vouch for: all when it is not verified; else those its
+    verified verdict does not cover (RECORDs are not signed: a row added to a verified
+    distribution's RECORD makes it claim a file, not vouch for it)."""
+    if owner is None or owner.status != VERIFIED:
+        return files[:1]
+    covered = set(owner.files)
+    return [f for f in files if f not in covered][:1]
 
 
 def _owner(dist_info: str, verdict: Verdict | None) -> str:

@@ -48,7 +48,10 @@ class RecordClaims:
             record = os.path.join(self.dist.root, info, "RECORD")
             self.watch(record)
             first: dict[str, str] = {}
-            for line in (read_small_text(record) or "").splitlines():
+            # rows end at "\n" only, as record_row reads them: str.splitlines would also end one
+            # at \x0c, \x1c-\x1e, \x85 or \u2028, and two readers would disagree on a crafted RECORD
+            for line in (read_small_text(record) or "").split("\n"):
+                line = line.rstrip("\r")
                 if line.count(",") >= 2:
                     first.setdefault(line.rsplit(",", 2)[0], line)
             for wheel_path, row in first.items():

@@ -95,12 +95,18 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
 
     if not any(ident[2] == 0 for ident in registry.libtriton_verified.values()):
         return  # a core with its library in the wheel: the check of the _C.libtriton import holds
-    found = lookup(lambda m: _foreign_libtriton(m, list(registry.libtriton_verified.values()))).found
-    if found is None:
+    verified = [(int(v[0]), int(v[1]), os.fsencode(os.path.realpath(p)))
+                for p, v in registry.libtriton_verified.items()]
+    lookup_ = lookup(lambda m: _foreign_libtriton(m, verified))
+    if lookup_.found is not None:
+        path = lookup_.found.path.removesuffix(DELETED).decode("utf-8", "replace")
+        reason = reason_of(VerifyError("outside", path, f"{package} mapped a libtriton from outside the verified "
+                                       "files (fetched or planted at import; the verified libtriton.so is not it)"))
+    elif not lookup_.complete:  # unreadable or past its bounds: what was loaded is not known
+        reason = reason_of(VerifyError("outside", "/proc/self/maps", f"{package} fetches its libtriton at import, "
+                                       "and this process's mappings could not be read whole to check it"))
+    else:
         return
-    path = found.path.removesuffix(DELETED).decode("utf-8", "replace")
-    reason = reason_of(VerifyError("outside", path, f"{package} mapped a libtriton from outside the verified "
-                                   "files (fetched or planted at import; the verified libtriton.so is not it)"))
     registry.core = reason
     if registry.policy == STRICT:
         raise CoreRejected(reason)
@@ -109,16 +115,15 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
         reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
 
 
-def _foreign_libtriton(mapping: Any, verified: list[list[object]]) -> bool:
-    """A mapping of a file named like Triton's library that is none of the verified ones (by
-    inode and device; an overlay's anonymous device, major 0, as :func:`loaded_reason`)."""
-    from .mapped import DELETED
+def _foreign_libtriton(mapping: Any, verified: list[tuple[int, int, bytes]]) -> bool:
+    """A mapping of a file named like Triton's library that is none of the verified ones
+    (device, inode and real path: :func:`.mapped.same_file`)."""
+    from .mapped import DELETED, same_file
 
     name = os.path.basename(mapping.path.removesuffix(DELETED))
     if not (name.startswith(b"libtriton") and b".so" in name):
         return False
-    return not any(mapping.inode == v[1] and (mapping.device == v[0] or os.major(int(v[0])) == 0)  # type: ignore[call-overload]
-                   for v in verified)
+    return not any(same_file(mapping, device, inode, real) for device, inode, real in verified)
 
 
 def _verified_identity(registry: Any, lib: str) -> list[object] | None:

@@ -60,7 +60,7 @@ def check_unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, 
         raise VerifyError("unlisted", unlisted[0], f"code the signed manifest does not list{more}")
 
 
-#: Files named for each owner in a verdict's ``lent`` (the first ones, sorted).
+#: Files a message names for one owner (``lent`` keeps them all: each is checked).
 MAX_LENT_SHOWN = 16
 
 
@@ -74,8 +74,8 @@ def _lend(found: list[str], claims: _Claims, verdict: Verdict) -> list[str]:
         owner = claims.owner(path)
         if owner is None:
             unlisted.append(path)
-        elif len(files := verdict.lent.setdefault(owner, [])) < MAX_LENT_SHOWN:
-            files.append(path)
+        else:  # bounded by the walk's own budget (MAX_WALK_ENTRIES)
+            verdict.lent.setdefault(owner, []).append(path)
     return unlisted
 
 
