@@ -86,10 +86,10 @@ def _arm_renamed(name: str, spec: Any) -> None:
     """A package with Triton's core beside it (``<name>/_C/libtriton.so``) is a Triton, whatever
     it is called: its core is checked before it runs and its ``backends`` patched, as ``triton``'s."""
     origin = getattr(spec, "origin", None)
-    locations = getattr(spec, "submodule_search_locations", None)
-    if not isinstance(origin, str) or not locations:
-        return
-    if os.path.isfile(os.path.join(os.path.dirname(origin), "_C", "libtriton.so")):
+    locations = list(getattr(spec, "submodule_search_locations", None) or ())
+    # a namespace package (its __init__.py deleted) has no origin: its directories decide
+    where = [os.path.dirname(origin)] if isinstance(origin, str) else locations
+    if locations and any(os.path.isfile(os.path.join(d, "_C", "libtriton.so")) for d in where):
         from .triton import importwatch
 
         importwatch.before_exec(name, lambda found: _check_core(found, name))

@@ -23,14 +23,15 @@ def venv(tmp_path: Path) -> HookVenv:
     return make_hook_venv(tmp_path / "venv")
 
 
-def renamed(venv: HookVenv, env: TrustEnv, tmp_path: Path, *, signed: bool = True) -> Dist:
+def renamed(venv: HookVenv, env: TrustEnv, tmp_path: Path, *, signed: bool = True, package: str = PACKAGE) -> Dist:
     source = tmp_path / "libtriton.c"
     source.write_text("int triton_version_major(void) { return 3; }\n")
     files: dict[str, bytes | Path] = {
-        **renamed_core(PACKAGE, "vgpu"), f"{PACKAGE}/_C/libtriton.so": gcc(tmp_path / "libtriton.so", str(source)),
-        f"{PACKAGE}/backends/__init__.py": backends_init(f"{PACKAGE}.backends").encode(),
+        **renamed_core(package, "vgpu"), f"{package}/_C/libtriton.so": gcc(tmp_path / "libtriton.so", str(source)),
+        f"{package}/backends/__init__.py": backends_init(f"{package}.backends").encode(),
     }
-    dist = write_dist(venv.site, "vendor-triton", "3.3.0", backends={}, files=files)
+    name = "vendor-triton" if package == PACKAGE else "triton"
+    dist = write_dist(venv.site, name, "3.3.0", backends={}, files=files)
     if signed:
         dist.sign(env.key)
     write_record(dist)
@@ -59,3 +60,18 @@ def test_a_package_that_only_shares_the_name_is_left_alone(venv: HookVenv) -> No
     (venv.site / "tritonclient").mkdir()
     (venv.site / "tritonclient" / "__init__.py").write_text("print('client')\n")
     assert venv.run("-c", "import tritonclient").stdout == "client\n"
+
+
+@pytest.mark.parametrize("package", [PACKAGE, "triton"])
+def test_a_core_whose_init_was_deleted_is_refused_not_skipped(
+    venv: HookVenv, env: TrustEnv, tmp_path: Path, package: str
+) -> None:
+    """With its ``__init__.py`` gone the package imports as a namespace (no origin): the core
+    is still checked, and its tampered backend never runs."""
+    dist = renamed(venv, env, tmp_path, package=package)
+    dist.file(f"{package}/__init__.py").unlink()
+    compiler = dist.file(f"{package}/backends/vgpu/compiler.py")
+    compiler.write_bytes(compiler.read_bytes().replace(b"pass", b"1/0 "))
+    done = venv.run("-c", f"import {package}.backends.vgpu.compiler")
+    assert done.returncode == 1 and "ZeroDivisionError" not in done.stderr
+    assert "triton core not verified" in done.stderr.strip().splitlines()[-1]

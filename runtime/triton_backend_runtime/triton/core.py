@@ -52,13 +52,14 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
     from ..loading import registry as reg
 
     registry = reg.get()
-    if registry.policy == OFF or spec is None or not getattr(spec, "origin", None):
+    origin = _init_of(spec)
+    if registry.policy == OFF or origin is None:
         return None
     registry.verify(package=package)
     from .sources import guard_sources
 
     guard_sources(registry)  # before triton/__init__ runs any of its modules
-    reason = core_reason(registry, str(spec.origin))
+    reason = core_reason(registry, origin)
     registry.core = reason
     if reason is not None and registry.policy == STRICT:
         raise CoreRejected(reason)
@@ -69,7 +70,7 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
 
     guard(registry)
     check_plugin_paths(registry)  # raises under strict
-    verified = _verified_identity(registry, os.path.join(os.path.dirname(str(spec.origin)), "_C", "libtriton.so"))
+    verified = _verified_identity(registry, os.path.join(os.path.dirname(origin), "_C", "libtriton.so"))
     if reason is None and verified is not None:
         from .libtriton import when_loaded
 
@@ -79,6 +80,17 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
 
         after_import(package, lambda _module: check_mapped(registry, package))
     return reason
+
+
+def _init_of(spec: Any) -> str | None:
+    """The ``__init__.py`` the core is imported from. A namespace package (the file deleted,
+    or never there) has none: the one that would be there in its first directory is checked,
+    so that a core with its ``__init__.py`` removed is not a core that is never checked."""
+    origin = getattr(spec, "origin", None)
+    if isinstance(origin, str) and origin:
+        return origin
+    locations = list(getattr(spec, "submodule_search_locations", None) or ())
+    return os.path.join(str(locations[0]), "__init__.py") if locations else None
 
 
 def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:

@@ -96,21 +96,33 @@ class _Finder:
             spec = self._find(fullname, path, target)
             if spec is not None:
                 _tops[0][1](fullname, spec)
-                if fullname in _before and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, fullname)
+                if fullname in _before:
+                    _wrap(spec, fullname)
             return spec
-        return self._find(fullname, path, target, wrap=True)
+        spec = self._find(fullname, path, target)
+        if spec is not None:
+            _wrap(spec, fullname)
+        return spec
 
-    def _find(self, fullname: str, path: Any, target: Any, wrap: bool = False) -> Any:
+    def _find(self, fullname: str, path: Any, target: Any) -> Any:
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
-                if wrap and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, fullname)  # type: ignore[assignment]
                 return spec
         return None
+
+
+def _wrap(spec: Any, fullname: str) -> None:
+    """Its loader wrapped, so that the checks run around its execution. A namespace package
+    (no ``__init__.py``: no loader yet, nothing of its own to execute) is checked now."""
+    if spec.loader is None and spec.submodule_search_locations is not None:
+        check = _before.get(fullname)
+        if check is not None:
+            check(spec)
+    elif spec.loader is not None and hasattr(spec.loader, "exec_module"):
+        spec.loader = _Loader(spec.loader, fullname)
 
 
 class _Loader:
