@@ -94,8 +94,8 @@ def mirror(
             if hooks.start:
                 hooks.start([s.path for s in sources])
             results = work(sources, ctx, jobs) + duplicates + failures
-        except KeyboardInterrupt:
-            shutil.rmtree(staging, ignore_errors=True)  # Ctrl-C: nothing is served from it yet
+        except BaseException:  # Ctrl-C, or a failure: nothing is served from it yet
+            shutil.rmtree(staging, ignore_errors=True)
             raise
         entries = {r.entry.filename: r.entry for r in results if r.entry is not None}
         _step(hooks, "worked")

@@ -277,3 +277,17 @@ def test_an_index_directory_is_replaced_by_the_served_link(src: Path, keys: tupl
     _, doc, _ = run_mirror(src, out, keys[0])
     assert (out / "simple").is_symlink() and served(out) == old
     assert not (out / mirrorindex.NEXT_LINK).exists() and not (out / mirrorindex.OLD_DIR).exists()
+
+
+def test_a_run_that_fails_leaves_no_staging(src: Path, keys: tuple[Keypair, Keypair], tmp_path: Path) -> None:
+    """Whatever ends a run before it publishes (here a hook that raises) removes what it staged."""
+    from backend_packager.commands import mirror
+    from backend_packager.manifest import signing
+
+    def start(paths: list[Path]) -> None:
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "out"
+    with pytest.raises(OSError):
+        mirror.mirror([src], out, signing.load(keys[0].private), hooks=mirror.Hooks(start=start))
+    assert not (out / mirror.STAGING_DIR).exists()
