@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e runtime -e '.[test,repair,init]'
+	$(BIN)/python -m pip install --quiet -e 'runtime[sigstore]' -e '.[test,repair,init,sigstore]'
 	touch $(STAMP)
 
 setup: $(STAMP)
