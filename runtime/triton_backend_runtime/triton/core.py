@@ -17,7 +17,9 @@ Verification hashes ``libtriton.so``; ``triton/__init__`` then ``dlopen``-s it b
 A library replaced or written in between would run unverified, so once Triton has loaded it
 (:func:`check_loaded`, called after ``triton._C.libtriton`` is imported) the file mapped into
 the process must have the identity that was hashed: ``verify.changed`` otherwise (strict:
-``import triton`` fails; warn: a warning).
+``import triton`` fails; warn: a warning). A library the core's own modules load by path
+(``ctypes``, an extension module by file) must be a verified file before it is opened
+(:mod:`.nativeguard`, ``verify.outside``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ def check_core(spec: Any, package: str = DEFAULT_PACKAGE) -> Reason | None:
 
     guard(registry)
     check_plugin_paths(registry)  # raises under strict
+    from .nativeguard import watch_native
+
+    watch_native(registry, package, os.path.dirname(origin), CoreRejected)  # libraries loaded by path, before dlopen
     verified = _verified_identity(registry, os.path.join(os.path.dirname(origin), "_C", "libtriton.so"))
     if reason is None and verified is not None:
         from .libtriton import when_loaded
@@ -122,7 +127,8 @@ def check_mapped(registry: Any, package: str = DEFAULT_PACKAGE) -> None:
     registry.core = reason
     if registry.policy == STRICT:
         raise CoreRejected(reason)
-    if reason not in registry.problems:
+    # the audit hook (.nativeguard) may have warned about this library before it was opened
+    if not any(p.code == reason.code and p.path == reason.path for p in registry.problems):
         registry.problems.append(reason)
         reg.emit(f"triton core not verified: {reason.path}: {reason.message} ({reason.code})")
 
