@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         from_os_error,
         printable,
     )
-    from .layout import BACKENDS_GROUP, MANIFEST_FILENAME, is_shared_library
+    from .layout import BACKENDS_GROUP, MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME, is_shared_library
     from .names import canonicalize_name, same_version
     from .reason import Reason, reason_of
     from .regularfile import RegularFileError, open_regular, read_chunks, read_regular
@@ -76,6 +76,7 @@ __all__ = [
     "Reason",
     "RegularFileError",
     "SELECTED",
+    "SIGSTORE_BUNDLE_FILENAME",
     "STRICT",
     "SelectionError",
     "SignatureError",
@@ -133,6 +134,7 @@ _WHERE = {
     "Reason": "reason",
     "RegularFileError": "regularfile",
     "SELECTED": "vocab",
+    "SIGSTORE_BUNDLE_FILENAME": "layout",
     "STRICT": "vocab",
     "SelectionError": "errors",
     "SignatureError": "errors",

@@ -7,7 +7,7 @@ distributions' CLIs speak (``grammar``: exit codes, ``--json`` format, one-line 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import doctor, grammar, inputs, main, trustcmd
+    from . import doctor, grammar, identitycmd, inputs, main, trustcmd
     from .grammar import (
         EXIT_FAILED,
         EXIT_OK,
@@ -31,6 +31,7 @@ __all__ = [
     "exit_code",
     "fail",
     "grammar",
+    "identitycmd",
     "inputs",
     "main",
     "parse",

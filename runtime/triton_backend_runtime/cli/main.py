@@ -104,9 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="site-packages directory (default: this interpreter's)")
     hook.add_argument("--site", dest="site", help=argparse.SUPPRESS)  # the old spelling, for old scripts
     hook.set_defaults(func=cmd_hook)
-    trust = _command(sub, "trust", "the trust store: signing keys, their scopes, version floors",
-                     "Change or list the trust store: the signing keys this Python trusts, their scopes, version "
-                     "floors, pins and revocations (this environment's trust directory, or the user's with --user).")
+    trust = _command(sub, "trust", "the trust store: signing keys and identities, their scopes, version floors",
+                     "Change or list the trust store: the signing keys and keyless signing identities this Python "
+                     "trusts, their scopes, version floors, pins, revocations and the pinned Sigstore root (this "
+                     "environment's trust directory, or the user's with --user).")
     trust_actions = trust.add_subparsers(dest="action", metavar="ACTION", required=True)
     user_help = "the user's trust directory, not this environment's"
     trust_add = _command(trust_actions, "add", "trust a signing key (copy its .pub line into a trust directory)")
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     unrevoke = _command(trust_actions, "unrevoke", "take back the revocations of a key in a trust directory")
     unrevoke.add_argument("keyid", metavar="KEYID", help=keyid_help)
     unrevoke.add_argument("--user", action="store_true", help=user_help)
+    _identity_commands(trust_actions, user_help)
     trust.set_defaults(func=cmd_trust)
     _grammar(parser, sub)
     return parser
@@ -184,6 +186,31 @@ def _main(argv: list[str] | None) -> int:
 
 
 # -- one grammar: --version, -q/-v, exit codes, pipes -------------------------------------
+
+
+def _identity_commands(actions: Any, user_help: str) -> None:
+    """``trust add-identity``, ``remove-identity`` and ``root`` (keyless signing, Sigstore)."""
+    add = _command(actions, "add-identity", "trust a keyless signing identity (a Sigstore certificate's issuer "
+                                            "and subject)")
+    add.add_argument("--issuer", required=True, metavar="URL",
+                     help="the OIDC issuer, exactly (GitHub Actions: https://token.actions.githubusercontent.com)")
+    add.add_argument("--identity", required=True, metavar="PATTERN",
+                     help="the certificate's SAN exactly, or ending in one '*' that matches within the last path "
+                          "segment (...release.yml@refs/tags/*); docs/platform/identities.md")
+    add.add_argument("--scope", metavar="ITEM[,ITEM...]",
+                     help="the only distributions this identity may sign (DIST) and names it may declare, as for "
+                          "trust add --scope")
+    add.add_argument("--comment", default="", help="a note kept on the identity's line")
+    add.add_argument("--user", action="store_true", help=user_help)
+    remove = _command(actions, "remove-identity", "stop trusting a keyless signing identity")
+    remove.add_argument("id", nargs="?", metavar="ID", help="the identity's id (trust list), 8 to 64 hex digits")
+    remove.add_argument("--issuer", metavar="URL", help="with --identity: the identity as it was added")
+    remove.add_argument("--identity", metavar="PATTERN", help="with --issuer: the identity as it was added")
+    remove.add_argument("--user", action="store_true", help=user_help)
+    root = _command(actions, "root", "pin the Sigstore trusted root keyless signatures are verified against")
+    root.add_argument("file", nargs="?", metavar="FILE", help="a trusted_root.json (sigstore's format); copied")
+    root.add_argument("--remove", action="store_true", help="unpin: sigstore-python's own production root again")
+    root.add_argument("--user", action="store_true", help=user_help)
 
 
 def _grammar(parser: argparse.ArgumentParser, sub: Any) -> None:

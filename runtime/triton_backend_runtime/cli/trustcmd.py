@@ -1,4 +1,5 @@
-"""``trust``: add, remove, pin, min-version, revoke and list the keys this Python trusts."""
+"""``trust``: add, remove, pin, min-version, revoke and list the keys this Python trusts; the
+keyless signing identities and the Sigstore root are :mod:`.identitycmd`'s."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["cmd_trust"]
 
+_IDENTITY_ACTIONS = ("add-identity", "remove-identity", "root")
+
 
 def cmd_trust(args: argparse.Namespace) -> int:
     from ..trust import SCOPES_FILE, parse_scope, set_scope, system_trust_dir, user_trust_dir, write_atomic
@@ -34,6 +37,12 @@ def cmd_trust(args: argparse.Namespace) -> int:
         return out.end(_trust_revoke(out, directory, args.keyid, revoke=args.action == "revoke"))
     if args.action in ("pin", "unpin"):
         return out.end(_trust_pin(out, directory, args.name, getattr(args, "dist", None)))
+    if args.action in _IDENTITY_ACTIONS:
+        from . import identitycmd
+
+        handler = {"add-identity": identitycmd.add_identity, "remove-identity": identitycmd.remove_identity,
+                   "root": identitycmd.pin_root}[args.action]
+        return out.end(handler(out, directory, args))
     text, keys = public_key_file(args.key)
     try:
         scope = parse_scope(args.scope, "--scope") if args.scope is not None else None
@@ -127,8 +136,11 @@ def _trust_list(out: Report) -> int:
         out.say(f"{key.keyid}  {key.comment}  ({key.source}){where}")
         if scope is not None:
             out.say(f"  may declare: {scope.describe_grants()}")
+    from .identitycmd import identity_lines
+
+    identities = identity_lines(out, store)
     for keyid, scope in store.scopes.items():
-        if keyid not in store.keys:
+        if keyid not in store.keys and keyid not in store.identities:
             out.say(f"scope {keyid}: {scope.describe()} ({', '.join(scope.sources)}; no such trusted key)")
     for name, floor in sorted(store.floors.items()):
         out.say(f"min-version {name} {floor.describe()}  ({floor.source})")
@@ -140,7 +152,8 @@ def _trust_list(out: Report) -> int:
     if store.threshold > 1:
         out.say(f"threshold {store.threshold}")
     out.facts = {
-        "keys": keys, "threshold": store.threshold, "revocations": revocations,
+        "keys": keys, "identities": identities, "sigstore_roots": store.sigstore_roots,
+        "threshold": store.threshold, "revocations": revocations,
         "min_versions": {name: floor.describe() for name, floor in sorted(store.floors.items())},
         "pins": {pin_text(kind, value): pin.describe() for (kind, value), pin in sorted(store.pins.items())},
         "problems": [problem.as_dict() for problem in problems],
@@ -264,8 +277,14 @@ def _trust_revoke(out: Report, directory: str, text: str, *, revoke: bool) -> in
         comment = f" {key.comment}" if key.comment else ""
         out.say(f"  key {key.keyid}{comment} ({key.source}): {state}")
     out.facts["keys"] = [{"keyid": key.keyid, "revoked": bool(store.revoked_by(key.keyid))} for key in keys]
-    if not keys:
-        out.say(f"  no trusted key has this keyid{' now: a key with it is refused when added' if revoke else ''}")
+    identities = [i for i in store.identities.values() if i.id.startswith(wanted) or wanted.startswith(i.id)]
+    for identity in identities:
+        state = "revoked" if store.revoked_by(identity.id) else "trusted: its keyless signatures count"
+        out.say(f"  identity {identity.id} {identity.describe()} ({identity.source}): {state}")
+    out.facts["identities"] = [{"id": i.id, "revoked": bool(store.revoked_by(i.id))} for i in identities]
+    if not keys and not identities:
+        then = " now: a key or identity with it is refused when added" if revoke else ""
+        out.say(f"  no trusted key or identity has this id{then}")
     if store.suspended():
         out.say(f"  note: {store.suspended()} (trust list shows the line)")
     return EXIT_OK
@@ -284,7 +303,7 @@ def _revocation_lines(store: TrustStore) -> list[str]:
             lines.append(f"revoked {key.keyid}  {key.comment}  ({key.source}; by {by} in {store.revoked_at.get(by)})")
         elif reason is not None:
             lines.append(f"suspended {key.keyid}  {key.comment}  ({key.source}): {reason}")
-    matched = {revoking(store.revoked, k) for k in store.keys}
+    matched = {revoking(store.revoked, k) for k in [*store.keys, *store.identities]}
     for wanted in sorted(set(store.revoked) - matched):
         lines.append(f"revocation {wanted} ({store.revoked_at.get(wanted, '-')}): matches no trusted key, "
                      "revokes nothing now (a key with it is refused when added)")

@@ -114,14 +114,16 @@ def _signature(item: object, where: str) -> Signature:
     return Signature(item["keyid"][:128], _b64(item["sig"], where))
 
 
-def verify(envelope: Envelope, trust: TrustStore, where: str) -> Verified:
+def verify(envelope: Envelope, trust: TrustStore, where: str, also: tuple[str, ...] = ()) -> Verified:
     """Check the envelope against the trust store; return the payload only if it holds.
 
-    Passes when at least ``trust.threshold`` distinct trusted, non-revoked keys signed it.
+    Passes when at least ``trust.threshold`` distinct trusted, non-revoked keys signed it,
+    counting ``also``: signers of this same payload already verified otherwise (a trusted
+    identity's keyless signature, :mod:`.sigstorebundle`), listed after the keys.
     """
     if envelope.payload_type != PAYLOAD_TYPE:
         raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    if not envelope.signatures:
+    if not envelope.signatures and not also:
         raise SignatureError("unsigned", where, "the manifest is not signed (hash-only)")
     message = pae(envelope.payload_type, envelope.payload)
     good: list[str] = []
@@ -136,6 +138,7 @@ def verify(envelope: Envelope, trust: TrustStore, where: str) -> Verified:
             good.append(signature.keyid)
         else:
             problems.append(problem)
+    good += [signer for signer in also if signer not in good]
     if len(good) < trust.threshold:
         detail = "; ".join(problems) or "no valid signature"
         raise SignatureError(

@@ -17,7 +17,10 @@ alone cannot carry:
   declare (:mod:`.scopes`);
 - *floors* (``min-versions`` files): the lowest release of a distribution admitted
   (:mod:`.floors`);
-- *pins* (``pins`` files): the distribution that owns a contested name (:mod:`.pins`).
+- *pins* (``pins`` files): the distribution that owns a contested name (:mod:`.pins`);
+- *identities* (``identities`` files): who may sign keylessly, with Sigstore, each under an id
+  that scopes and revocations name as they name a keyid (:mod:`.identities`), and the pinned
+  Sigstore trusted roots (``sigstore-root.json``) their bundles are verified against.
 
 They apply after the signature verified and the payload was parsed (:mod:`.delegation`).
 Merging never weakens: a key scoped in several places gets the intersection, a name with
@@ -36,11 +39,14 @@ from dataclasses import dataclass, field
 
 from ..base import TrustStoreError
 from .floors import Floor, parse_floors
+from .identities import Identity, parse_identities
 from .paths import (
     FLOORS_FILE,
+    IDENTITIES_FILE,
     PINS_FILE,
     REVOKED_FILE,
     SCOPES_FILE,
+    SIGSTORE_ROOT_FILE,
     THRESHOLD_FILE,
     trust_sources,
 )
@@ -116,6 +122,11 @@ class TrustStore:
     revoked_at: dict[str, str] = field(default_factory=dict)
     #: Where a revocation could not be read (``file:line``, or a file): while any, no key counts.
     revocations_unreadable: list[str] = field(default_factory=list)
+    #: Identity id -> the trusted Sigstore identity (:mod:`.identities`).
+    identities: dict[str, Identity] = field(default_factory=dict)
+    #: The pinned Sigstore trusted roots (``sigstore-root.json`` files), in trust-source order;
+    #: none: the root sigstore-python ships.
+    sigstore_roots: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -171,6 +182,9 @@ class TrustStore:
         return merge_pins(self.pins, pins)
 
     def label(self, keyid: str) -> str:
+        identity = self.identities.get(keyid)
+        if identity is not None:
+            return f"identity {identity.describe()}"
         key = self.keys.get(keyid)
         return f"{keyid[:16]} ({key.comment})" if key is not None and key.comment else keyid[:16]
 
@@ -205,6 +219,12 @@ def load_trust_store(env: Mapping[str, str] | None = None) -> tuple[TrustStore, 
             elif base == PINS_FILE:
                 pins, found = parse_pins(text, path)
                 problems += found + store.merge_pins(pins)
+            elif base == IDENTITIES_FILE:
+                identities, found = parse_identities(text, path)
+                store.identities.update((i.id, i) for i in identities if i.id not in store.identities)
+                problems += found
+            elif base == SIGSTORE_ROOT_FILE:
+                store.sigstore_roots.append(path)  # parsed by sigstore, when a bundle is verified
             else:
                 keys += parse_key_file(text, path)
         except TrustStoreError as exc:

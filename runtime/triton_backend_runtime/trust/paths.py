@@ -6,8 +6,10 @@ file (one keyid per line; ``#`` comments), an optional ``threshold`` file (an in
 optional ``scopes`` file (``KEYID ITEM[,ITEM...]`` lines: the distributions a key may sign and
 the backend, pass, dialect and op names it may declare, as TUF delegations scope a role), an
 optional ``min-versions`` file (``NAME VERSION`` lines: rollback floors) and an optional ``pins``
-file (``[KIND:]NAME DIST`` lines: the distribution that owns a contested name). Three places are
-read, all of them, in this order:
+file (``[KIND:]NAME DIST`` lines: the distribution that owns a contested name), an optional
+``identities`` file (``ISSUER PATTERN`` lines: who may sign keylessly, :mod:`.identities`) and an
+optional ``sigstore-root.json`` (the Sigstore trusted root bundles are verified against, pinned by
+``trust root``). Three places are read, all of them, in this order:
 
 1. the system directory ``<sys.prefix>/etc/triton-backend/trusted`` (one per environment);
 2. the user directory ``$XDG_CONFIG_HOME/triton-backend/trusted`` (``~/.config`` default);
@@ -28,9 +30,9 @@ from collections.abc import Iterator, Mapping
 from ..base import TrustStoreError
 
 __all__ = [
-    "FLOORS_FILE", "MAX_TRUST_FILE", "PINS_FILE", "REVOKED_FILE", "SCOPES_FILE", "THRESHOLD_FILE",
-    "TRUSTED_KEYS_ENV", "TRUST_FILES", "TRUST_SUBDIR", "content_lines", "read_trust_file", "system_trust_dir",
-    "trust_sources", "user_trust_dir"
+    "FLOORS_FILE", "IDENTITIES_FILE", "MAX_TRUST_FILE", "PINS_FILE", "REVOKED_FILE", "SCOPES_FILE",
+    "SIGSTORE_ROOT_FILE", "THRESHOLD_FILE", "TRUSTED_KEYS_ENV", "TRUST_FILES", "TRUST_SUBDIR", "content_lines",
+    "read_trust_file", "system_trust_dir", "trust_sources", "user_trust_dir"
 ]
 
 #: Environment variable naming extra key files or trust directories.
@@ -46,7 +48,11 @@ SCOPES_FILE = "scopes"
 FLOORS_FILE = "min-versions"
 #: Listed here, so its bytes are part of the verdict cache's context: a pin change is a new context.
 PINS_FILE = "pins"
-TRUST_FILES = (REVOKED_FILE, THRESHOLD_FILE, SCOPES_FILE, FLOORS_FILE, PINS_FILE)
+#: Trusted Sigstore identities, and the pinned Sigstore trusted root (listed, so a change of
+#: either is a new verdict-cache context).
+IDENTITIES_FILE = "identities"
+SIGSTORE_ROOT_FILE = "sigstore-root.json"
+TRUST_FILES = (REVOKED_FILE, THRESHOLD_FILE, SCOPES_FILE, FLOORS_FILE, PINS_FILE, IDENTITIES_FILE, SIGSTORE_ROOT_FILE)
 
 
 def system_trust_dir() -> str:

@@ -10,11 +10,13 @@ it is used only when the file and its directory belong to this user and no other
 write them; otherwise it is refused (and ``doctor`` says so), and verification runs cold.
 
 Correct by construction: a verdict is reused only when its *context* is unchanged (the
-bytes of every trust file, the installed Triton and its ``libtriton.so`` identity, this
-interpreter) and every file and directory it depends on still has the identity (device,
-inode, size, mtime_ns, ctime_ns) it had. Those are every artifact the manifest lists
-(found or not, passing or failing: a repair is noticed), the manifest, the ``.dist-info``
-and every directory walked for unlisted code. Entries are decoded into the typed
+bytes of every trust file, the trusted identities and the pinned Sigstore root among them,
+the installed Triton and its ``libtriton.so`` identity, this interpreter, and, while an
+identity is trusted, the sigstore-python a keyless signature was checked with) and every
+file and directory it depends on still has the identity (device, inode, size, mtime_ns,
+ctime_ns) it had. Those are every artifact the manifest lists (found or not, passing or
+failing: a repair is noticed), the manifest, its Sigstore bundle when there is one, the
+``.dist-info`` and every directory walked for unlisted code. Entries are decoded into the typed
 :class:`.verdict.Verdict`; an entry of the wrong shape is a miss, never a dropped backend.
 
 What is cached is what was hashed: a hashed file's identity is the one its digest was taken
@@ -48,6 +50,7 @@ from collections.abc import Mapping
 from ..base import CacheError, ManifestError, RegularFileError, read_regular
 from ..manifest import schema
 from ..site import identity_text
+from ..trust import IDENTITIES_FILE
 from .verdict import Verdict
 
 __all__ = [
@@ -83,6 +86,10 @@ def _text(ident: list[object]) -> str:
 def context_digest(trust_files: list[str], extra: list[str]) -> str:
     """Digest of everything outside the distribution that a verdict depends on."""
     digest = hashlib.sha256()
+    if any(os.path.basename(path) == IDENTITIES_FILE for path in trust_files):
+        from ..trust import sigstore_state  # keyless verdicts: with which sigstore, or none (sigstore.missing)
+
+        extra = [*extra, sigstore_state()]
     for item in [sys.version, sys.platform, *extra]:
         digest.update(item.encode("utf-8", "surrogateescape") + b"\0")
     for path in trust_files:

@@ -28,6 +28,13 @@ In order, each step stopping at the first problem (a :class:`VerifyError`,
 7. every symbol a plugin (or a library linked against ``libtriton.so``) imports without a
    version, and no sibling artifact provides, is exported by the installed ``libtriton.so``.
 
+A keyless signature (a Sigstore bundle, ``triton_backend.sigstore.json`` beside the manifest)
+is verified offline when the trust store trusts an identity (:mod:`..trust.sigstorebundle`): a
+verified bundle by a trusted identity counts as one more signer of the same statement, scoped,
+granted and revoked as a key is. A bundle that fails is refused with its ``sigstore.*`` reason
+when the keys alone do not meet the threshold, and noted otherwise; with sigstore-python not
+installed it does not count (``sigstore.missing``).
+
 A manifest that is well-formed but not signed by a trusted key (hash-only, or an unknown
 signer) is checked the same way and comes out ``unverified``: its payload is parsed for the
 integrity checks and the report only, never to grant trust. A bad signature by a trusted
@@ -43,6 +50,7 @@ from dataclasses import dataclass
 
 from ..base import (
     REJECTED,
+    SIGSTORE_BUNDLE_FILENAME,
     UNVERIFIED,
     VERIFIED,
     ManifestError,
@@ -66,11 +74,21 @@ from ..site import (
     read_bounded,
     regular_stat,
 )
-from ..trust import TrustStore, admit_signers, check_floor, dsse, statement, ungranted
+from ..trust import (
+    MAX_BUNDLE_BYTES,
+    KeylessSigner,
+    TrustStore,
+    admit_signers,
+    check_floor,
+    dsse,
+    statement,
+    ungranted,
+    verify_bundle,
+)
 from . import dynsym
 from .environment import check_environment
 from .unlisted import check_unlisted
-from .verdict import BackendClaim, PluginClaim, Verdict, plugin_terms
+from .verdict import BackendClaim, KeylessIdentity, PluginClaim, Verdict, plugin_terms
 
 __all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribution"]
 
@@ -115,7 +133,7 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _hash_ahead(_recorded(dist.dist_info), dist.root, confine, ctx)
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
-    payload, keyids = _check_signature(data, dist.manifest, ctx.trust, verdict)
+    payload, keyids = _check_signature(data, dist, ctx.trust, verdict)
     budget = None if keyids else (m.MAX_UNSIGNED_MANIFEST_VALUES, "MAX_UNSIGNED_MANIFEST_VALUES")
     manifest = statement.manifest_of(statement.load(payload, dist.manifest, max_values=budget), dist.manifest)
     verdict.coverage = manifest.coverage
@@ -168,25 +186,61 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def _check_signature(data: bytes, where: str, trust: TrustStore, verdict: Verdict) -> tuple[bytes, tuple[str, ...]]:
-    envelope = dsse.decode(data, where, payload_limit=lambda signatures: _payload_limit(signatures, trust))
+def _check_signature(
+    data: bytes, dist: Distribution, trust: TrustStore, verdict: Verdict
+) -> tuple[bytes, tuple[str, ...]]:
+    assert dist.manifest is not None
+    where = dist.manifest
+    bundle = _bundle(dist, verdict)
+    keyless = bundle is not None and bool(trust.identities)  # a bundle checked: its payload is verified first
+    envelope = dsse.decode(data, where, payload_limit=lambda sigs: None if keyless else _payload_limit(sigs, trust))
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
         raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type[:100]!r} is not ours")
+    signer, failed = _check_keyless(bundle, envelope.payload, dist, trust, verdict) if keyless else (None, None)
     known = _known(envelope.signatures, trust)
-    if not known:
+    if not known and signer is None:
+        if failed is not None and failed.code != "sigstore.missing":
+            raise failed  # the keyless signature is all that could have vouched for it, and it does not hold
         verdict.status = UNVERIFIED
         keyids = ", ".join(s.keyid[:16] for s in envelope.signatures)
-        verdict.note = f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)"
+        verdict.note = _join(f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)",
+                             verdict.note)
         if trust.suspended() and any(s.keyid in trust.keys for s in envelope.signatures):
-            verdict.note = f"signed by {keyids}; {trust.suspended()}"
+            verdict.note = _join(f"signed by {keyids}; {trust.suspended()}", verdict.note)
         verdict.signature = "untrusted" if keyids else "unsigned"
         verdict.signers = [s.keyid for s in envelope.signatures]
         return dsse.unverified_payload(envelope), ()
-    verified = dsse.verify(envelope, trust, where)
+    verified = dsse.verify(envelope, trust, where, also=(signer.id,) if signer is not None else ())
     verdict.status = VERIFIED
     verdict.signature = "trusted"
-    verdict.signers = [_signer(trust, k) for k in verified.keyids]
+    verdict.signers = [_signer(trust, k, verdict) for k in verified.keyids]
     return verified.payload, verified.keyids
+
+
+def _bundle(dist: Distribution, verdict: Verdict) -> str | None:
+    """The distribution's Sigstore bundle, if it has one; the verdict then depends on it (the
+    cache sees it change; one added or removed changes the ``.dist-info`` it sits in)."""
+    path = os.path.join(dist.dist_info, SIGSTORE_BUNDLE_FILENAME)
+    if not os.path.lexists(path):
+        return None
+    verdict.files.append(path)
+    return path
+
+
+def _check_keyless(
+    bundle: str | None, payload: bytes, dist: Distribution, trust: TrustStore, verdict: Verdict
+) -> tuple[KeylessSigner | None, TrustError | None]:
+    """The trusted identity whose bundle signs ``payload``, or why the bundle does not count
+    (noted on the verdict; the caller decides whether it refuses the distribution)."""
+    if bundle is None:
+        return None, None
+    try:
+        signer = verify_bundle(read_bounded(bundle, MAX_BUNDLE_BYTES), payload, dist.name, trust, bundle)
+    except TrustError as exc:
+        verdict.note = _join(verdict.note, f"keyless signature not counted: {exc.detail} ({exc.code})")
+        return None, exc
+    verdict.keyless = KeylessIdentity(signer.issuer, signer.san, signer.id, signer.pattern)
+    return signer, None
 
 
 def _known(signatures: tuple[dsse.Signature, ...], trust: TrustStore) -> list[dsse.Signature]:
@@ -203,7 +257,10 @@ def _payload_limit(signatures: tuple[dsse.Signature, ...], trust: TrustStore) ->
     return None if _known(signatures, trust) else (m.MAX_UNSIGNED_MANIFEST_BYTES, "MAX_UNSIGNED_MANIFEST_BYTES")
 
 
-def _signer(trust: TrustStore, keyid: str) -> str:
+def _signer(trust: TrustStore, keyid: str, verdict: Verdict) -> str:
+    keyless = verdict.keyless
+    if keyless is not None and keyid == keyless.id:
+        return f"{keyid} sigstore {keyless.san} (issuer {keyless.issuer})"
     key = trust.keys[keyid]
     return f"{keyid} {key.comment}".rstrip()
 
@@ -218,7 +275,7 @@ def _check_delegation(
         check_floor(trust, manifest.name, manifest.version, where)
         return ()
     admitted = admit_signers(trust, keyids, manifest.name, manifest.version, where)
-    verdict.signers = [_signer(trust, k) for k in admitted]
+    verdict.signers = [_signer(trust, k, verdict) for k in admitted]
     return admitted
 
 

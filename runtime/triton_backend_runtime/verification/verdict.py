@@ -18,7 +18,7 @@ from ..base import Reason, Trust
 if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
     from ..manifest import Plugin
 
-__all__ = ["BackendClaim", "PluginClaim", "PluginTerms", "Verdict", "plugin_terms"]
+__all__ = ["BackendClaim", "KeylessIdentity", "PluginClaim", "PluginTerms", "Verdict", "plugin_terms"]
 
 
 @dataclass
@@ -88,6 +88,17 @@ def plugin_terms(plugin: "Plugin") -> PluginTerms | None:
 
 
 @dataclass
+class KeylessIdentity:
+    """Who signed keylessly (a verified Sigstore bundle): the certificate's OIDC issuer and SAN,
+    and the trusted identity it counted under (its id and pattern)."""
+
+    issuer: str
+    san: str
+    id: str
+    pattern: str
+
+
+@dataclass
 class Verdict:
     """The outcome for one distribution with a manifest."""
 
@@ -109,4 +120,6 @@ class Verdict:
     #: on disk (an add-on writing into Triton's ``_C/``): that one's ``.dist-info`` -> the
     #: first such files (:mod:`.unlisted`). Verified only while each owner is.
     lent: dict[str, list[str]] = field(default_factory=dict)
+    #: The trusted identity whose keyless signature verified and counted; None without one.
+    keyless: KeylessIdentity | None = None
 
