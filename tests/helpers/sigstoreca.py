@@ -1,4 +1,4 @@
-"""A local Sigstore for the tests: a Fulcio-like CA, a CT log and a Rekor-like log, all offline.
+"""A local Sigstore for the tests: a Fulcio-like CA, a CT log, a Rekor-like log and a TSA, offline.
 
 :func:`make_local_sigstore` derives every key from a seed (the same seed gives the same keys and
 the same ``trusted_root.json``; another seed is another, untrusted, Sigstore) and writes a
@@ -14,14 +14,19 @@ together for one DSSE signing, as a bundle v0.3 (JSON bytes) that sigstore-pytho
 - a DSSE envelope (in-toto payload type) signed with the leaf key over PAE;
 - a Rekor v1 ``dsse/0.0.1`` entry: canonical body, integrated time, an inclusion promise (SET)
   and an inclusion proof in a small RFC 6962 Merkle tree, with a checkpoint signed note whose
-  key hint is the first four bytes of the log ID, as sigstore-python checks it.
+  key hint is the first four bytes of the log ID, as sigstore-python checks it;
+- with ``timestamped_at``, an RFC 3161 signed timestamp over the signature from the local TSA
+  (``rfc3161.py`` builds it), the other source of verified time sigstore accepts.
 
 Signatures are deterministic (RFC 6979 ECDSA), so a bundle is a pure function of the seed and
 the arguments. Each :class:`Tamper` breaks one thing, so that a test can show a failure for its
-own reason; an expired certificate is ``integrated_at`` outside the certificate's validity.
+own reason; an expired certificate is ``integrated_at`` (or ``timestamped_at``) outside the
+certificate's validity. sigstore skips a signed timestamp it cannot verify when another source
+of time (the inclusion promise) remains, so ``Tamper.TIMESTAMP_KEY`` shows only with ``NO_PROMISE``.
 
-Not built: RFC 3161 signed timestamps (no TSA in the trust root; rfc3161-client verifies but does
-not issue them), Rekor v2 ``hashedrekord/0.0.2`` entries, and message-signature (non-DSSE) bundles.
+Every URL in the trust root is under ``.test`` (never resolves): sigstore's offline verification
+needs none of them. Not built: Rekor v2 ``hashedrekord/0.0.2`` entries, message-signature
+(non-DSSE) bundles, and Fulcio's GitHub workflow extensions (1.3.6.1.4.1.57264.1.2-.22).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import base64
 import hashlib
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -41,6 +47,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from helpers.rfc3161 import der, timestamp_response
 
 if TYPE_CHECKING:
     from sigstore.models import TrustedRoot
@@ -81,10 +89,13 @@ class Tamper(Enum):
     NO_CODE_SIGNING = "no-code-signing"  # the leaf's EKU lacks code signing
     PAYLOAD_SWAPPED = "payload-swapped"  # the envelope's payload replaced after signing
     ENVELOPE_RESIGNED = "envelope-resigned"  # payload replaced and re-signed; the log keeps the first
+    TIMESTAMP_KEY = "timestamp-key"  # the signed timestamp comes from a TSA the root does not list
 
 
 @dataclass(frozen=True)
-class _Authority:
+class Authority:
+    """A certificate and the key that signs as it."""
+
     key: ec.EllipticCurvePrivateKey
     certificate: x509.Certificate
 
@@ -95,14 +106,16 @@ class LocalSigstore:
 
     seed: str
     trusted_root_path: Path
-    root: _Authority
-    intermediate: _Authority | None
+    root: Authority
+    intermediate: Authority | None
     rekor_key: ec.EllipticCurvePrivateKey
     ct_key: ec.EllipticCurvePrivateKey
+    tsa_root: Authority | None
+    tsa: Authority | None
     log_name: str = "rekor.local.test"
 
     @property
-    def issuer(self) -> _Authority:
+    def issuer(self) -> Authority:
         """The authority that issues leaf certificates."""
         return self.intermediate or self.root
 
@@ -127,39 +140,53 @@ class LocalSigstore:
         signed_at: datetime = DEFAULT_SIGNED_AT,
         lifetime: timedelta = timedelta(minutes=10),
         integrated_at: datetime | None = None,
+        timestamped_at: datetime | None = None,
         payload_type: str = IN_TOTO_PAYLOAD_TYPE,
         tree_size: int = 5,
         log_index: int = 3,
-        tamper: Tamper | None = None,
+        tamper: Tamper | Iterable[Tamper] = (),
     ) -> bytes:
         """A bundle v0.3 (JSON bytes) of a DSSE envelope of ``payload``, signed for ``identity``
         (the SAN: a URI, or an email when it has ``@`` and no ``:``) as issued by ``issuer``.
 
         The leaf is valid from ``signed_at`` for ``lifetime``; the log integrates the entry at
         ``integrated_at`` (default: 30 s after ``signed_at``), as entry ``log_index`` of a tree
-        of ``tree_size`` leaves."""
+        of ``tree_size`` leaves; with ``timestamped_at``, the TSA stamps the signature then.
+        ``tamper`` breaks one thing, or several at once."""
         if not 0 <= log_index < tree_size:
             raise ValueError(f"log_index {log_index} outside a tree of {tree_size}")
         tag = hashlib.sha256(b"\0".join([payload, identity.encode(), issuer.encode(), _iso(signed_at).encode()]))
         leaf_key = _derive_key(self.seed, "leaf/" + tag.hexdigest())
-        certificate = self._leaf_certificate(leaf_key, identity, issuer, signed_at, lifetime, tamper)
+        broken = frozenset([tamper] if isinstance(tamper, Tamper) else tamper)
+        certificate = self._leaf_certificate(leaf_key, identity, issuer, signed_at, lifetime, broken)
         envelope = _envelope(leaf_key, payload_type, payload)
         logged = envelope
-        if tamper in (Tamper.PAYLOAD_SWAPPED, Tamper.ENVELOPE_RESIGNED):
-            resign = leaf_key if tamper is Tamper.ENVELOPE_RESIGNED else None
+        if broken & {Tamper.PAYLOAD_SWAPPED, Tamper.ENVELOPE_RESIGNED}:
+            resign = leaf_key if Tamper.ENVELOPE_RESIGNED in broken else None
             envelope = _swap_payload(envelope, payload + b"\n", resign)
         when = integrated_at or signed_at + timedelta(seconds=30)
-        entry = self._tlog_entry(_dsse_body(logged, certificate), when, tree_size, log_index, tamper)
+        entry = self._tlog_entry(_dsse_body(logged, certificate), when, tree_size, log_index, broken)
         bundle = {
             "mediaType": BUNDLE_MEDIA_TYPE,
             "verificationMaterial": {
                 "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
                 "tlogEntries": [entry],
-                "timestampVerificationData": {},
+                "timestampVerificationData": self._timestamps(envelope, timestamped_at, broken),
             },
             "dsseEnvelope": envelope,
         }
         return json.dumps(bundle, indent=1).encode()
+
+    def _timestamps(self, envelope: dict[str, Any], when: datetime | None, broken: frozenset[Tamper]) -> dict[str, Any]:
+        if when is None:
+            return {}
+        tsa = _make_tsa(self.seed + "/stranger", None) if Tamper.TIMESTAMP_KEY in broken else self.tsa
+        if tsa is None:
+            raise ValueError("timestamped_at needs a LocalSigstore made with tsa=True")
+        signature = base64.b64decode(envelope["signatures"][0]["sig"])
+        serial = int.from_bytes(hashlib.sha256(signature).digest()[:8], "big")
+        response = timestamp_response(tsa.key, tsa.certificate, signature, when, serial)
+        return {"rfc3161Timestamps": [{"signedTimestamp": _b64(response)}]}
 
     def _leaf_certificate(
         self,
@@ -168,13 +195,13 @@ class LocalSigstore:
         issuer: str,
         signed_at: datetime,
         lifetime: timedelta,
-        tamper: Tamper | None,
+        broken: frozenset[Tamper],
     ) -> x509.Certificate:
         authority = self.issuer
-        if tamper is Tamper.UNTRUSTED_CA:
+        if Tamper.UNTRUSTED_CA in broken:
             authority = _make_authority(self.seed + "/stranger", "stranger", None)
         usage = (
-            ExtendedKeyUsageOID.CLIENT_AUTH if tamper is Tamper.NO_CODE_SIGNING else ExtendedKeyUsageOID.CODE_SIGNING
+            ExtendedKeyUsageOID.CLIENT_AUTH if Tamper.NO_CODE_SIGNING in broken else ExtendedKeyUsageOID.CODE_SIGNING
         )
         name: x509.GeneralName = (
             x509.RFC822Name(identity)
@@ -198,26 +225,26 @@ class LocalSigstore:
             .add_extension(x509.UnrecognizedExtension(_OIDC_ISSUER_V2_OID, _der_utf8(issuer)), critical=False)
         )
         precertificate = _sign_certificate(builder, authority.key)
-        if tamper is Tamper.NO_SCT:
+        if Tamper.NO_SCT in broken:
             return precertificate
-        ct_key = _derive_key(self.seed, "stranger-ct") if tamper is Tamper.SCT_KEY else self.ct_key
+        ct_key = _derive_key(self.seed, "stranger-ct") if Tamper.SCT_KEY in broken else self.ct_key
         sct = _sct_extension(precertificate.tbs_certificate_bytes, authority.certificate, ct_key, signed_at)
         return _sign_certificate(builder.add_extension(sct, critical=False), authority.key)
 
     def _tlog_entry(
-        self, body: bytes, integrated_at: datetime, tree_size: int, log_index: int, tamper: Tamper | None
+        self, body: bytes, integrated_at: datetime, tree_size: int, log_index: int, broken: frozenset[Tamper]
     ) -> dict[str, Any]:
         log_id = _key_id(self.rekor_key.public_key())
         leaves = [_leaf_hash(f"{self.seed} other entry {i}".encode()) for i in range(tree_size)]
         leaves[log_index] = _leaf_hash(body)
         root_hash = _tree_hash(leaves)
         proof = _audit_path(log_index, leaves)
-        if tamper is Tamper.PROOF_HASH:
+        if Tamper.PROOF_HASH in broken:
             if not proof:
                 raise ValueError("Tamper.PROOF_HASH needs a tree of more than one leaf")
             proof[0] = hashlib.sha256(proof[0]).digest()
-        signed_root = hashlib.sha256(root_hash).digest() if tamper is Tamper.CHECKPOINT_ROOT else root_hash
-        checkpoint_key = _derive_key(self.seed, "stranger-rekor") if tamper is Tamper.CHECKPOINT_KEY else self.rekor_key
+        signed_root = hashlib.sha256(root_hash).digest() if Tamper.CHECKPOINT_ROOT in broken else root_hash
+        checkpoint_key = _derive_key(self.seed, "stranger-rekor") if Tamper.CHECKPOINT_KEY in broken else self.rekor_key
         integrated_time = int(integrated_at.timestamp())
         entry: dict[str, Any] = {
             "logIndex": str(log_index),
@@ -233,8 +260,8 @@ class LocalSigstore:
             },
             "canonicalizedBody": _b64(body),
         }
-        if tamper is not Tamper.NO_PROMISE:
-            promise_key = _derive_key(self.seed, "stranger-rekor") if tamper is Tamper.PROMISE_KEY else self.rekor_key
+        if Tamper.NO_PROMISE not in broken:
+            promise_key = _derive_key(self.seed, "stranger-rekor") if Tamper.PROMISE_KEY in broken else self.rekor_key
             promise = _canonical(
                 {"body": _b64(body), "integratedTime": integrated_time, "logID": log_id.hex(), "logIndex": log_index}
             )
@@ -249,10 +276,14 @@ class LocalSigstore:
         return f"{note}\n\u2014 {self.log_name} {signature}\n"
 
 
-def make_local_sigstore(directory: Path, *, seed: str = "local", intermediate: bool = True) -> LocalSigstore:
-    """Derive a Sigstore from ``seed`` and write its ``trusted_root.json`` into ``directory``."""
+def make_local_sigstore(
+    directory: Path, *, seed: str = "local", intermediate: bool = True, tsa: bool = True
+) -> LocalSigstore:
+    """Derive a Sigstore from ``seed`` and write its ``trusted_root.json`` into ``directory``;
+    ``tsa`` adds a timestamp authority (used only by bundles that carry a signed timestamp)."""
     root = _make_authority(seed, "root", None)
     middle = _make_authority(seed, "intermediate", root) if intermediate else None
+    tsa_root = _make_authority(seed, "tsa-root", None) if tsa else None
     local = LocalSigstore(
         seed=seed,
         trusted_root_path=directory / TRUSTED_ROOT_FILENAME,
@@ -260,6 +291,8 @@ def make_local_sigstore(directory: Path, *, seed: str = "local", intermediate: b
         intermediate=middle,
         rekor_key=_derive_key(seed, "rekor"),
         ct_key=_derive_key(seed, "ct"),
+        tsa_root=tsa_root,
+        tsa=_make_tsa(seed, tsa_root) if tsa_root else None,
     )
     directory.mkdir(parents=True, exist_ok=True)
     local.trusted_root_path.write_text(json.dumps(_trusted_root(local), indent=1) + "\n")
@@ -267,22 +300,28 @@ def make_local_sigstore(directory: Path, *, seed: str = "local", intermediate: b
 
 
 def _trusted_root(local: LocalSigstore) -> dict[str, Any]:
-    chain = [a.certificate for a in (local.intermediate, local.root) if a is not None]
+    chain = [a for a in (local.intermediate, local.root) if a is not None]
+    authorities = []
+    if local.tsa and local.tsa_root:
+        authorities.append(_authority_entry("tsa", "https://tsa.local.test", [local.tsa, local.tsa_root]))
     return {
         "mediaType": TRUSTED_ROOT_MEDIA_TYPE,
         "tlogs": [_log_instance("https://rekor.local.test", local.rekor_key)],
-        "certificateAuthorities": [
-            {
-                "subject": {"organization": "local-sigstore.test", "commonName": "root"},
-                "uri": "https://fulcio.local.test",
-                "certChain": {
-                    "certificates": [{"rawBytes": _b64(c.public_bytes(serialization.Encoding.DER))} for c in chain]
-                },
-                "validFor": {"start": _iso(CA_NOT_BEFORE)},
-            }
-        ],
+        "certificateAuthorities": [_authority_entry("root", "https://fulcio.local.test", chain)],
         "ctlogs": [_log_instance("https://ctfe.local.test", local.ct_key)],
-        "timestampAuthorities": [],
+        "timestampAuthorities": authorities,
+    }
+
+
+def _authority_entry(name: str, uri: str, chain: list[Authority]) -> dict[str, Any]:
+    """A protobuf-specs CertificateAuthority: the chain from leaf (or intermediate) to root."""
+    return {
+        "subject": {"organization": "local-sigstore.test", "commonName": name},
+        "uri": uri,
+        "certChain": {
+            "certificates": [{"rawBytes": _b64(a.certificate.public_bytes(serialization.Encoding.DER))} for a in chain]
+        },
+        "validFor": {"start": _iso(CA_NOT_BEFORE)},
     }
 
 
@@ -300,7 +339,7 @@ def _log_instance(url: str, key: ec.EllipticCurvePrivateKey) -> dict[str, Any]:
     }
 
 
-def _make_authority(seed: str, role: str, parent: _Authority | None) -> _Authority:
+def _make_authority(seed: str, role: str, parent: Authority | None) -> Authority:
     """A CA certificate shaped like Fulcio's: the root self-signed, the intermediate under it."""
     key = _derive_key(seed, role)
     subject = x509.Name(
@@ -324,7 +363,29 @@ def _make_authority(seed: str, role: str, parent: _Authority | None) -> _Authori
     if parent:
         builder = builder.add_extension(_authority_key_id(parent), critical=False)
         builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
-    return _Authority(key, _sign_certificate(builder, parent.key if parent else key))
+    return Authority(key, _sign_certificate(builder, parent.key if parent else key))
+
+
+def _make_tsa(seed: str, root: Authority | None) -> Authority:
+    """A timestamping leaf as RFC 3161 2.3 wants it (sole, critical EKU id-kp-timeStamping),
+    under ``root``, or self-issued when there is none (a stranger)."""
+    key = _derive_key(seed, "tsa")
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{seed} tsa")])
+    issuer = root or _make_authority(seed, "tsa-root", None)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(_serial(seed, "tsa", key))
+        .not_valid_before(CA_NOT_BEFORE)
+        .not_valid_after(CA_NOT_AFTER)
+        .add_extension(_key_usage(digital_signature=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(_authority_key_id(issuer), critical=False)
+    )
+    return Authority(key, _sign_certificate(builder, issuer.key))
 
 
 def _sct_extension(
@@ -350,7 +411,7 @@ def _sct_extension(
         + signature
     )
     serialized = struct.pack("!H", len(sct)) + sct
-    return x509.UnrecognizedExtension(_SCT_LIST_OID, _der(0x04, struct.pack("!H", len(serialized)) + serialized))
+    return x509.UnrecognizedExtension(_SCT_LIST_OID, der(0x04, struct.pack("!H", len(serialized)) + serialized))
 
 
 def _envelope(key: ec.EllipticCurvePrivateKey, payload_type: str, payload: bytes) -> dict[str, Any]:
@@ -439,7 +500,7 @@ def _key_usage(*, digital_signature: bool = False, key_cert_sign: bool = False) 
     )
 
 
-def _authority_key_id(authority: _Authority) -> x509.AuthorityKeyIdentifier:
+def _authority_key_id(authority: Authority) -> x509.AuthorityKeyIdentifier:
     ski = authority.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski)
 
@@ -457,16 +518,8 @@ def _pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(payload), payload)
 
 
-def _der(tag: int, content: bytes) -> bytes:
-    length = len(content)
-    if length < 0x80:
-        return bytes([tag, length]) + content
-    size = length.to_bytes((length.bit_length() + 7) // 8, "big")
-    return bytes([tag, 0x80 | len(size)]) + size + content
-
-
 def _der_utf8(text: str) -> bytes:
-    return _der(0x0C, text.encode())
+    return der(0x0C, text.encode())
 
 
 def _canonical(value: Any) -> bytes:

@@ -75,7 +75,9 @@ def test_any_position_in_the_log_tree_proves_inclusion(local: LocalSigstore, tre
 def test_the_trust_root_is_what_sigstore_reads(local: LocalSigstore) -> None:
     root = TrustedRoot.from_file(str(local.trusted_root_path))
     assert root.get_fulcio_certs() == [local.issuer.certificate, local.root.certificate]
-    assert root.get_timestamp_authorities() == []
+    assert local.tsa and local.tsa_root
+    [tsa] = root.get_timestamp_authorities()
+    assert tsa.certificates(allow_expired=False) == [local.tsa.certificate, local.tsa_root.certificate]
 
 
 def test_the_same_seed_and_arguments_make_the_same_bytes(local: LocalSigstore, tmp_path: Path) -> None:
@@ -97,6 +99,20 @@ def test_a_bundle_of_another_sigstore_is_refused(local: LocalSigstore, tmp_path:
     stranger = make_local_sigstore(tmp_path, seed="stranger")
     with pytest.raises(CertValidationError, match="failed to build timestamp certificate chain"):
         verify(local, sign(stranger))
+
+
+@pytest.mark.parametrize("promise", [True, False], ids=["with-inclusion-promise", "signed-timestamp-alone"])
+def test_a_signed_timestamp_inside_the_validity_verifies(local: LocalSigstore, promise: bool) -> None:
+    tamper = () if promise else Tamper.NO_PROMISE
+    bundle = sign(local, timestamped_at=DEFAULT_SIGNED_AT + timedelta(seconds=5), tamper=tamper)
+    assert verify(local, bundle)[1] == STATEMENT
+
+
+def test_a_signed_timestamp_needs_a_root_with_a_tsa(local: LocalSigstore, tmp_path: Path) -> None:
+    without_tsa = make_local_sigstore(tmp_path, seed=local.seed, tsa=False)
+    bundle = sign(local, timestamped_at=DEFAULT_SIGNED_AT + timedelta(seconds=5))
+    with pytest.raises(VerificationError, match="no Timestamp Authorities have been provided"):
+        verify(without_tsa, bundle)
 
 
 LEAF_LIFETIME = timedelta(minutes=10)
@@ -124,6 +140,18 @@ TAMPERED = [
         CertValidationError,
         "cert is not valid at validation time",
         id="integrated-before-issue",
+    ),
+    pytest.param(
+        {"timestamped_at": DEFAULT_SIGNED_AT + LEAF_LIFETIME + timedelta(seconds=1), "tamper": Tamper.NO_PROMISE},
+        CertValidationError,
+        "cert is not valid at validation time",
+        id="expired-at-signed-timestamp",
+    ),
+    pytest.param(
+        {"timestamped_at": DEFAULT_SIGNED_AT, "tamper": [Tamper.TIMESTAMP_KEY, Tamper.NO_PROMISE]},
+        VerificationError,
+        "not enough sources of verified time",
+        id="timestamp-of-another-tsa",
     ),
     pytest.param(
         {"tamper": Tamper.NO_PROMISE},
@@ -189,4 +217,8 @@ def test_each_tamper_case_is_refused_for_its_own_reason(
 
 
 def test_every_tamper_knob_has_a_case() -> None:
-    assert {case.values[0].get("tamper") for case in TAMPERED} - {None} == set(Tamper)  # type: ignore[union-attr]
+    used: set[Tamper] = set()
+    for case in TAMPERED:
+        tamper = case.values[0].get("tamper", ())  # type: ignore[union-attr]
+        used.update([tamper] if isinstance(tamper, Tamper) else tamper)
+    assert used == set(Tamper)
