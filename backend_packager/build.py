@@ -28,24 +28,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import ConfigError, TrustError, WheelError, source_date_epoch
+from .base import ConfigError, KeylessError, TrustError, WheelError, source_date_epoch
 from .formats import entrypoints
 from .manifest import config as config_mod
 
 if TYPE_CHECKING:
-    from .manifest import Injection, SigningKey
+    from .manifest import Injection, Keyless, SigningKey
     from .wheel import WheelContents
 
 __all__ = [
-    "ConfigSettings", "F", "SIGNING_KEY_ENV", "auditwheel_repair", "build_editable", "build_sdist", "build_wheel",
+    "ConfigSettings", "F", "SIGNING_KEY_ENV", "SIGSTORE_BUNDLE_ENV",
+    "auditwheel_repair", "build_editable", "build_sdist", "build_wheel",
     "describe_build", "entry_points_for", "get_requires_for_build_editable", "get_requires_for_build_sdist",
-    "get_requires_for_build_wheel", "inject_entry_points", "plugins_with_contracts",
+    "get_requires_for_build_wheel", "inject_entry_points", "keyless_signing", "plugins_with_contracts",
     "prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel", "signing_key"
 ]
 
 # A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
 SIGNING_KEY_ENV = config_mod.SIGNING_KEY_ENV
+#: Environment variable naming a Sigstore bundle to attach (relative to where the build started).
+SIGSTORE_BUNDLE_ENV = "BACKEND_PACKAGER_SIGSTORE_BUNDLE"
 _RELATIVE_KEYS = (f"a relative {SIGNING_KEY_ENV} is relative to the directory the build was started in ($PWD), "
                   f"a relative {config_mod.TABLE}.signing-key to the project root")
 
@@ -209,7 +212,10 @@ def build_editable(
 
 
 def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings) -> str:
-    key = signing_key(cfg)  # before the (long) inner build: a missing key fails fast
+    # Before the (long) inner build: a missing key or token fails fast, and the token leaves the
+    # environment before the vendor's build runs anything.
+    keyless = keyless_signing(cfg)
+    key = signing_key(cfg, keyless=keyless is not None)
     inner = _inner(cfg)
     with tempfile.TemporaryDirectory(prefix="backend-packager-") as tmp:
         # The inner backend builds with its own metadata: ours adds entry points it never saw.
@@ -220,12 +226,13 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
         from .rewrite import rewrite_wheel
 
         out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, wheel, editable=kind == "editable"), key,
-                            epoch=source_date_epoch())
+                            epoch=source_date_epoch(), keyless=keyless)
     return out.name
 
 
-def signing_key(cfg: config_mod.Config) -> SigningKey | None:
-    """The configured key; without one, a warning (hash-only) or, if required, an error."""
+def signing_key(cfg: config_mod.Config, *, keyless: bool = False) -> SigningKey | None:
+    """The configured key; without one, a warning (hash-only) or, if required, an error. A
+    Sigstore bundle (``keyless``) is a signature: without a key, then, neither."""
     from .manifest import signing
 
     if cfg.signing_key is not None:
@@ -233,6 +240,8 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
             raise ConfigError("key", str(cfg.signing_key), f"cannot read signing key (from {cfg.signing_key_source}): "
                               f"no such file; {_RELATIVE_KEYS}")
         return signing.load(cfg.signing_key)
+    if keyless:
+        return None
     if cfg.require_signature:
         raise ConfigError(
             "no-key", "pyproject.toml",
@@ -245,6 +254,41 @@ def signing_key(cfg: config_mod.Config) -> SigningKey | None:
         file=sys.stderr,
     )
     return None
+
+
+def keyless_signing(cfg: config_mod.Config, environ: dict[str, str] | None = None) -> Keyless | None:
+    """``sigstore = true``: a token from BACKEND_PACKAGER_IDENTITY_TOKEN (taken out of the
+    environment) or the CI's ambient credential, else ``config.sigstore``; or the bundle that
+    BACKEND_PACKAGER_SIGSTORE_BUNDLE names, attached (a byte-identical rebuild). Else None."""
+    from triton_backend_runtime.base import regularfile
+
+    from .manifest import keyless as kl
+    from .manifest import signing
+
+    env = os.environ if environ is None else environ
+    token = signing.take_env(kl.IDENTITY_TOKEN_ENV) if environ is None else env.get(kl.IDENTITY_TOKEN_ENV)
+    named = env.get(SIGSTORE_BUNDLE_ENV, "")
+    if named:
+        path = config_mod.start_directory(env) / named
+        try:
+            data = regularfile.read_regular(path, kl.MAX_BUNDLE_BYTES)
+        except regularfile.RegularFileError as exc:
+            if exc.reason == "too-big":
+                raise KeylessError("bundle", str(path), f"{exc.detail}: not a Sigstore bundle") from None
+            raise ConfigError("sigstore", str(path), f"{exc.detail} (from {SIGSTORE_BUNDLE_ENV})") from None
+        kl.check_bundle(data, None, str(path))
+        return kl.Keyless(bundle=data, source=str(path))
+    if not cfg.sigstore:
+        return None
+    kl.require_sigstore("pyproject.toml")
+    ambient = not token
+    token = (token or kl.detect_ambient() or "").strip()
+    if not token:
+        raise ConfigError("sigstore", "pyproject.toml", f"{config_mod.TABLE}.sigstore is true but there is no OIDC "
+                          f"identity token: set {kl.IDENTITY_TOKEN_ENV}, or build in CI with an ambient credential "
+                          "(GitHub Actions: permissions: id-token: write)")
+    return kl.Keyless(token=token, ambient=ambient, staging=cfg.sigstore_staging,
+                      source="ambient credential" if ambient else kl.IDENTITY_TOKEN_ENV)
 
 
 def _planner(cfg: config_mod.Config, wheel: Path, *, editable: bool) -> Callable[[WheelContents], Injection]:

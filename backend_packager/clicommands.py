@@ -16,7 +16,7 @@ from triton_backend_runtime.manifest import model as manifest_mod
 from triton_backend_runtime.manifest import schema
 
 from .base import InputError, TrustError
-from .clikeys import key_paths, signing_key
+from .clikeys import key_paths, keyless_signing, signing_key
 from .clioutput import (
     end_progress,
     exit_for,
@@ -116,6 +116,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     except argparse.ArgumentTypeError as exc:
         raise InputError("usage", "--backend", str(exc)) from None
     key = signing_key(args.key)
+    keyless = keyless_signing(args)
     wheels = _wheels_in(args.inputs)
     bar = WheelProgress(wheels, enabled=False if args.json or args.quiet else None)
     plain = not bar.enabled and not args.json
@@ -126,7 +127,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print_outcome(outcome, args.quiet)
 
     options = Options(triton_package=args.triton_package, rewrite_record=args.rewrite_record,
-                      capture=_capture_policy(args))
+                      capture=_capture_policy(args), keyless=keyless)
     outcomes = migrate_many(wheels, args.output, key, overrides=overrides, jobs=args.jobs,
                             progress=bar.on_bytes, done=done, drop_signature=args.drop_signature, options=options)
     bar.close()
@@ -158,13 +159,14 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     key = signing_key(args.key)
     if key is None:
         raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
+    keyless = keyless_signing(args)
     if args.site_packages is not None and not args.site_packages.is_dir():
         raise InputError("site-packages", str(args.site_packages), "not a directory")
     sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
     capture = _capture_policy(args)
     bar = WheelProgress([], enabled=False if args.json or args.quiet or args.wheel_out is None else None)
     outcomes = [adopt(sites, name, key, wheel_out=args.wheel_out,
-                      against=args.against, jobs=args.jobs, capture=capture, progress=bar)
+                      against=args.against, jobs=args.jobs, capture=capture, progress=bar, keyless=keyless)
                 for name in args.dists]
     bar.close()
     if args.json:
@@ -241,7 +243,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "wheels": [
-            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "coverage": r.coverage,
+            {"wheel": r.wheel, "ok": r.ok, "signers": list(r.signers), "coverage": r.coverage, "sigstore": r.sigstore,
              "findings": [f.as_dict() for f in r.findings], "notes": r.notes}
             for r in results
         ]}, indent=1))

@@ -78,7 +78,7 @@ def print_outcome(outcome: Any, quiet: bool = False) -> None:
               file=sys.stderr)
     if quiet:
         return
-    signer = f"signed by {outcome.signed_by[:16]}" if outcome.signed_by else "hash-only"
+    signer = _signers(outcome)
     backends = ", ".join(outcome.backends) or "none"
     print(f"{outcome.status} {outcome.source.name} -> {outcome.output} "
           f"(backends: {backends}; {outcome.artifacts} artifacts, {outcome.native} native; "
@@ -86,6 +86,14 @@ def print_outcome(outcome: Any, quiet: bool = False) -> None:
           f"{outcome.seconds:.1f}s)")
     for warning in outcome.warnings:
         print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)
+
+
+def _signers(outcome: Any) -> str:
+    """``signed by KEYID``, ``+ sigstore`` where a bundle signs it too; ``hash-only`` with neither."""
+    names = [f"signed by {outcome.signed_by[:16]}"] if outcome.signed_by else []
+    if outcome.sigstore:
+        names.append("sigstore bundle" if names else "signed by a sigstore bundle")
+    return " + ".join(names) or "hash-only"
 
 
 def print_adoption(outcome: Any, quiet: bool) -> None:
@@ -98,7 +106,7 @@ def print_adoption(outcome: Any, quiet: bool) -> None:
         return
     backends = ", ".join(outcome.backends) or "none"
     print(f"{outcome.status} {outcome.source} -> {outcome.output} (backends: {backends}; {outcome.artifacts} "
-          f"artifacts, {outcome.native} native; signed by {outcome.signed_by[:16]}; wrote "
+          f"artifacts, {outcome.native} native; {_signers(outcome)}; wrote "
           f"{', '.join(outcome.written) or 'a wheel'}; {outcome.seconds:.1f}s)")
     for warning in outcome.warnings:
         print(f"backend-packager: warning: {printable(warning)}", file=sys.stderr)

@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="output directory (default: %(default)s, as auditwheel's)")
     migrate.add_argument("--drop-signature", action="store_true",
                          help="without --key, migrate a signed wheel anyway: its output is hash-only")
-    _add_key(migrate, "; without one the manifest is hash-only")
+    _add_key(migrate, "; without one (and without --sigstore) the manifest is hash-only")
+    _add_keyless(migrate)
     _add_capture(migrate)
     _add_jobs(migrate, "wheels (or, for one wheel, members) processed in parallel")
     migrate.add_argument("--backend", action="append", default=[], metavar="NAME=PACKAGE",
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     adopt.add_argument("dists", nargs="+", metavar="DIST", help="installed distribution name, e.g. triton")
     adopt.add_argument("--site-packages", type=Path, metavar="DIR", action=_SitePackages)
     _add_key(adopt)
+    _add_keyless(adopt)
     _add_capture(adopt)
     adopt.add_argument("-o", "--output", dest="wheel_out", type=Path, metavar="DIR",
                        help="write a signed wheel here instead of signing in place")
@@ -224,6 +226,24 @@ def _add_key(parser: argparse.ArgumentParser, note: str = "") -> None:
     # config.SIGNING_KEY_ENV, spelled out: importing config (tomllib) costs every command ~30 ms.
     parser.add_argument("--key", type=Path,
                         help=f"Ed25519 private key (PEM); default: $BACKEND_PACKAGER_SIGNING_KEY{note}")
+
+
+def _add_keyless(parser: argparse.ArgumentParser, *, attach: bool = True) -> None:
+    """--sigstore and its identity token; --sigstore-bundle where one wheel gets one bundle."""
+    parser.add_argument("--sigstore", action="store_true",
+                        help="sign keylessly too: a Sigstore bundle over the manifest's statement, for the OIDC "
+                        "identity of --identity-token, $BACKEND_PACKAGER_IDENTITY_TOKEN or the CI's ambient "
+                        "credential, written beside the manifest (needs the [sigstore] extra; docs/vendor/keyless.md)")
+    parser.add_argument("--sigstore-staging", action="store_true",
+                        help="with --sigstore: sign against Sigstore's staging instance, not production")
+    parser.add_argument("--identity-token", type=Path, metavar="TOKEN-FILE",
+                        help="with --sigstore: a file holding the OIDC identity token (never the token itself on the "
+                        "command line, where ps shows it)")
+    if attach:
+        parser.add_argument("--sigstore-bundle", type=Path, metavar="FILE",
+                            help="attach this Sigstore bundle instead of signing now (a rebuild, or signing done "
+                            "elsewhere): refused unless its DSSE payload is this manifest's statement "
+                            "(sigstore.statement)")
 
 
 def _add_capture(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,8 @@
 Shaped like ``installer._core.install(source, destination, additional_metadata)``: the
 writer copies and describes, a plan (the build hook's or ``migrate``'s) turns that
 description into a manifest and the files to add, the manifest is sealed, and the writer
-gets finished bytes. Nothing flows back, and only this module knows about signing.
+gets finished bytes. Nothing flows back, and only this module knows about signing (with a key,
+keyless, or both).
 
 The output: every unchanged member copied as raw compressed bytes, never re-deflated (see
 :mod:`backend_packager.wheel.writer`); the manifest envelope and the plan's files
@@ -23,8 +24,8 @@ from pathlib import Path
 from triton_backend_runtime.manifest import COVERAGE_ALL
 
 from .base import WheelError, atomic_output
-from .manifest import Injection, SigningKey, seal
-from .wheel import Progress, WheelArchive, WheelContents, WheelWriter, manifest_member
+from .manifest import Injection, Keyless, SigningKey, keyless_files, seal
+from .wheel import Progress, WheelArchive, WheelContents, WheelWriter, bundle_member, manifest_member
 
 __all__ = ["Plan", "check_coverage", "check_repairs", "output_name", "rewrite_wheel"]
 
@@ -41,8 +42,10 @@ def rewrite_wheel(
     epoch: int | None = None,
     progress: Progress | None = None,
     fd: int | None = None,
+    keyless: Keyless | None = None,
 ) -> Path:
-    """Write ``out_dir/<same file name>``: ``src`` plus the manifest ``plan`` builds, signed by ``key``.
+    """Write ``out_dir/<same file name>``: ``src`` plus the manifest ``plan`` builds, signed by ``key``
+    and, with ``keyless``, its Sigstore bundle beside it (``.manifest.keyless``).
 
     ``epoch`` (SOURCE_DATE_EPOCH) sets every member's timestamp; without it, copied members
     keep theirs and new ones take the newest timestamp in the input, so the output is a
@@ -64,7 +67,9 @@ def rewrite_wheel(
             check_repairs(contents, injection, archive.where)
             check_coverage(contents, injection, archive.where)
             envelope = seal(injection.manifest, key)
-            writer.finish({**injection.files, manifest_member(archive.dist_info): envelope})
+            bundle = bundle_member(archive.dist_info)
+            writer.finish({**injection.files, manifest_member(archive.dist_info): envelope,
+                           **keyless_files(injection.manifest, keyless, bundle, archive.where(bundle))})
     return dst
 
 

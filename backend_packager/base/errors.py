@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from triton_backend_runtime.base import FileError, ManifestError, TrustError, from_os_error
 
-__all__ = ["ConfigError", "ElfError", "FileError", "InputError", "InstalledError", "ManifestError", "TrustError",
-           "WheelError", "from_os_error"]
+__all__ = ["ConfigError", "ElfError", "FileError", "InputError", "InstalledError", "KeylessError", "ManifestError",
+           "TrustError", "WheelError", "from_os_error"]
 
 
 class ElfError(TrustError):
@@ -40,3 +40,10 @@ class ConfigError(TrustError):
     """Bad ``[tool.backend-packager]`` configuration."""
 
     code_prefix = "config"
+
+
+class KeylessError(TrustError):
+    """A Sigstore bundle that cannot be made or attached: sigstore missing, a signing that failed,
+    a bundle that is not one or signs another statement (``docs/vendor/keyless.md``)."""
+
+    code_prefix = "sigstore"

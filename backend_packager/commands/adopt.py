@@ -56,7 +56,7 @@ from pathlib import Path
 from triton_backend_runtime.base import TrustError
 
 from ..base import InstalledError, WheelProgress
-from ..manifest import SigningKey, plugininfo
+from ..manifest import Keyless, SigningKey, plugininfo
 from .against import check_against
 from .inplace import adopt_in_place
 from .installed import Adoption, find_site, read_installed
@@ -68,11 +68,12 @@ __all__ = ["adopt"]
 
 def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
           against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off",
-          progress: WheelProgress | None = None) -> Adoption:
+          progress: WheelProgress | None = None, keyless: Keyless | None = None) -> Adoption:
     """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
     several to search: :func:`find_site`); errors land in the outcome. ``capture``: whether
     and where its plugins' code runs to ask them (:data:`.plugininfo.Policy`; not by default).
-    ``progress``: the bytes of the wheel ``wheel_out`` gets, as they are written."""
+    ``progress``: the bytes of the wheel ``wheel_out`` gets, as they are written. ``keyless``:
+    a Sigstore bundle signs the manifest's statement too."""
     searched = [sites] if isinstance(sites, Path) else list(sites)
     outcome = Adoption(searched[0] / name)
     started = time.perf_counter()
@@ -87,7 +88,7 @@ def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out
         if wheel_out is not None:
             adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture, progress)
         else:
-            adopt_in_place(installed, checked, key, outcome, capture)
+            adopt_in_place(installed, checked, key, outcome, capture, keyless)
     except TrustError as exc:
         outcome.error, outcome.status = exc, "failed"
     except OSError as exc:  # no space left, a read-only .dist-info: this distribution's failure

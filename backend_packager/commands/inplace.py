@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,10 +16,10 @@ from triton_backend_runtime.trust import dsse
 
 from ..base import InstalledError, source_date_epoch
 from ..formats import entrypoints, records
-from ..manifest import Injection, SigningKey, plugininfo, seal
+from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, seal
 from ..rewrite import check_coverage
 from ..scanning import artifact_from_bytes
-from ..wheel import WheelContents, replaced_members
+from ..wheel import WheelContents, bundle_member, replaced_members
 from .installed import Adoption, Installed
 from .migrate import plan_migration
 from .plugincapture import capture_plugins
@@ -27,12 +29,13 @@ __all__ = ["adopt_in_place", "contents_of", "plan_and_seal", "write_in_place"]
 
 
 def adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
-                    capture: plugininfo.Policy = "off") -> None:
-    files = plan_and_seal(installed, checked, key, outcome, capture)
+                   capture: plugininfo.Policy = "off", keyless: Keyless | None = None) -> None:
+    files = plan_and_seal(installed, checked, key, outcome, capture, keyless)
     outcome.written = write_in_place(installed, files)
     outcome.status = "adopted" if outcome.status == "migrated" else outcome.status
     outcome.output = Path(installed.full(installed.manifest_path))
     outcome.signed_by = key.public.keyid
+    outcome.sigstore = keyless is not None
 
 
 def contents_of(installed: Installed, checked: list[Checked]) -> WheelContents:
@@ -73,9 +76,10 @@ def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
     return read
 
 
-def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
-                  outcome: Adoption, capture: plugininfo.Policy = "off") -> dict[str, bytes]:
-    """``.dist-info`` path -> final bytes: the signed manifest and the files planned beside it."""
+def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
+                  capture: plugininfo.Policy = "off", keyless: Keyless | None = None) -> dict[str, bytes]:
+    """``.dist-info`` path -> final bytes: the signed manifest, its Sigstore bundle with
+    ``keyless``, and the files planned beside it."""
     contents = contents_of(installed, checked)
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
     injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins,
@@ -83,7 +87,9 @@ def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey,
     outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
     _keep_equivalent_entry_points(injection, contents.read_member)
     check_coverage(contents, injection, installed.full)
-    return {installed.manifest_path: seal(injection.manifest, key), **injection.files}
+    bundle = bundle_member(installed.dist_info)
+    return {installed.manifest_path: seal(injection.manifest, key), **injection.files,
+            **keyless_files(injection.manifest, keyless, bundle, installed.full(bundle))}
 
 
 def _keep_equivalent_entry_points(injection: Injection, read: Callable[[str], bytes | None]) -> None:
@@ -104,8 +110,15 @@ def _keep_equivalent_entry_points(injection: Injection, read: Callable[[str], by
 
 def write_in_place(installed: Installed, files: dict[str, bytes]) -> list[str]:
     """Write ``files`` into ``.dist-info``, the manifest first and RECORD last, each whole or
-    not at all; a file that already holds its bytes is left alone. Returns the paths written."""
+    not at all; a file that already holds its bytes is left alone. A Sigstore bundle of an earlier
+    adopt that ``files`` does not replace signs another statement: removed first, and from RECORD.
+    Returns the paths written (or removed)."""
     written = []
+    stale = bundle_member(installed.dist_info)
+    if stale not in files and os.path.lexists(installed.full(stale)):
+        os.unlink(installed.full(stale))
+        written.append(stale)
+        installed = dataclasses.replace(installed, rows=[r for r in installed.rows if r.path != stale])
     for path in sorted(files, key=lambda p: (p != installed.manifest_path, p)):
         full = installed.full(path)
         if _holds(full, files[path]):

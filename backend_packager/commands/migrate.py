@@ -46,7 +46,7 @@ from ..base import (
     worker_pool,
 )
 from ..formats import DEFAULT_PACKAGE, Discrepancy
-from ..manifest import Injection, SigningKey, backendcode, plugininfo
+from ..manifest import Injection, Keyless, SigningKey, backendcode, plugininfo
 from ..manifest import contents as assemble
 from ..rewrite import rewrite_wheel
 from ..wheel import WheelContents, open_wheel
@@ -66,6 +66,7 @@ class Outcome:
     artifacts: int = 0  # every file of the output wheel (the manifest covers them all)
     native: int = 0  # of which scanned ELF files
     signed_by: str | None = None
+    sigstore: bool = False  # a Sigstore bundle signs the manifest's statement too
     warnings: list[str] = field(default_factory=list)
     error: TrustError | None = None
     seconds: float = 0.0
@@ -84,6 +85,7 @@ class Outcome:
             "artifacts": self.artifacts,
             "native": self.native,
             "signed_by": self.signed_by,
+            "sigstore": self.sigstore,
             "warnings": self.warnings,
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 3),
@@ -108,6 +110,8 @@ class Options:
     source_fd: int | None = None
     #: Warn when the wheel holds nothing Triton; ``mirror`` copies such a wheel through instead.
     warn_plain: bool = True
+    #: Sign keylessly too (or instead): a Sigstore bundle beside the manifest (``.keyless``).
+    keyless: Keyless | None = None
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -150,7 +154,7 @@ def migrate_wheel(
             raise InputError("output", str(out_dir), "the output directory holds the input wheel; choose another")
         fd = os.dup(options.source_fd) if options.source_fd is not None else open_wheel(src, str(src))
         options = dataclasses.replace(options, source_fd=fd)
-        if key is None and not drop_signature:
+        if key is None and options.keyless is None and not drop_signature:
             _refuse_signature_drop(src, fd)
         epoch = source_date_epoch()
 
@@ -162,11 +166,12 @@ def migrate_wheel(
                 progress(src, member, nbytes)
 
         outcome.output = rewrite_wheel(src, out_dir, plan, key, jobs=jobs, epoch=epoch, progress=member_progress,
-                                       fd=fd)
+                                       fd=fd, keyless=options.keyless)
         outcome.signed_by = key.public.keyid if key else None
-        if key is None and outcome.status == "re-signed":
+        outcome.sigstore = options.keyless is not None
+        if key is None and options.keyless is None and outcome.status == "re-signed":
             outcome.status = "re-hashed"  # its signature dropped on request: nobody re-signed it
-        if key is None:
+        if key is None and options.keyless is None:
             outcome.warnings.append(f"{src}: no signing key given: the manifest is hash-only (unsigned)")
     except TrustError as exc:
         outcome.error = exc

@@ -16,6 +16,10 @@ What must hold (each failure is one :class:`Finding`):
   WHEEL), so a signed 1.0 cannot be passed off as 1.1 or for another platform;
 - the ``triton.backends`` entry points (``<package>.backends`` for a renamed Triton package,
   as the signed ``triton_package`` says) name the packages the manifest names.
+- a Sigstore bundle beside the manifest (``triton_backend.sigstore.json``), where there is
+  one, is a bundle whose DSSE payload is the manifest's payload byte for byte; who signed it
+  (the certificate's identity, the log) is the runtime's to check against the identities it
+  trusts, and a note says it was not checked here.
 
 The checks are pure functions returning findings; the CLI only formats them.
 """
@@ -38,12 +42,13 @@ from triton_backend_runtime.manifest import (
 from triton_backend_runtime.trust import TrustStore, dsse, manifest_from_statement
 
 from ..formats import entrypoints, records
+from ..manifest import MAX_BUNDLE_BYTES
 from ..scanning import ELF_MAGIC
-from ..wheel import MAX_MEMBER_SIZE, ZIP_ERRORS, WheelArchive, WheelName, manifest_member
+from ..wheel import MAX_MEMBER_SIZE, ZIP_ERRORS, WheelArchive, WheelName, bundle_member, manifest_member
 from ..wheel import Member as WheelMember
 
 __all__ = [
-    "CHUNK", "Finding", "Member", "Verification", "Wheel", "check_artifacts", "check_entry_points",
+    "CHUNK", "Finding", "Member", "Verification", "Wheel", "check_artifacts", "check_entry_points", "check_keyless",
     "check_identity", "check_record", "check_unlisted", "coverage_notes", "read_wheel", "verify_wheel"
 ]
 
@@ -81,6 +86,7 @@ class Wheel:
     tags: list[str]
     entry_points: entrypoints.EntryPoints
     envelope: bytes | None
+    bundle: bytes | None = None  # the keyless signature, where there is one
 
 
 @dataclass
@@ -90,6 +96,8 @@ class Verification:
     signers: tuple[str, ...] = ()
     manifest: Manifest | None = None
     notes: list[str] = field(default_factory=list)  # worth saying, not a failure
+    #: The Sigstore bundle: None without one, else what was checked of it.
+    sigstore: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,7 +125,13 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
     result.findings += check_record(wheel)
     try:
         where = f"{wheel.dist_info}/{MANIFEST_FILENAME}"
-        verified = dsse.verify(dsse.decode(wheel.envelope, where), trust, where)
+        envelope = dsse.decode(wheel.envelope, where)
+    except TrustError as exc:
+        result.findings.append(Finding(exc.code, exc.path, exc.detail))
+        return result
+    result.findings += check_keyless(wheel, envelope.payload, result)
+    try:
+        verified = dsse.verify(envelope, trust, where)
         manifest = manifest_from_statement(verified.payload, where)
     except TrustError as exc:
         result.findings.append(Finding(exc.code, exc.path, exc.detail))
@@ -134,11 +148,30 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
 # -- reading ------------------------------------------------------------------------------
 
 
+def check_keyless(wheel: Wheel, payload: bytes, result: Verification) -> list[Finding]:
+    """The Sigstore bundle, where there is one: a bundle of this payload (``sigstore.*``)."""
+    from ..manifest import keyless
+
+    if wheel.bundle is None:
+        return []
+    where = bundle_member(wheel.dist_info)
+    try:
+        keyless.check_bundle(wheel.bundle, payload, where)
+    except TrustError as exc:
+        result.sigstore = exc.code
+        return [Finding(exc.code, exc.path, exc.detail)]
+    result.sigstore = "payload matches; identity not checked"
+    result.notes.append("a Sigstore bundle signs the manifest's statement (its payload matches); who signed it is "
+                        "not checked here: the runtime checks it against the identities it trusts")
+    return []
+
+
 def read_wheel(path: Path) -> Wheel:
     """Read through :class:`WheelArchive` (its safety checks included), hashing every member
     only when there is a manifest to check them against: no manifest is said at once."""
     with WheelArchive(path, check_name=False) as archive:
         envelope = archive.read(manifest_member(archive.dist_info))
+        bundle = archive.read(bundle_member(archive.dist_info), MAX_BUNDLE_BYTES) if envelope is not None else None
         members = {m.name: _hash_member(archive, m) for m in archive.members
                    if not m.is_dir and envelope is not None}
         return Wheel(
@@ -150,6 +183,7 @@ def read_wheel(path: Path) -> Wheel:
             tags=sorted(archive.wheel_meta.get_all("Tag") or []),
             entry_points=archive.entry_points(),
             envelope=envelope,
+            bundle=bundle,
         )
 
 

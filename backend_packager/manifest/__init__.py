@@ -8,21 +8,26 @@ keys and DSSE, ``config`` the vendor's ``[tool.backend-packager]`` table.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import backendcode, config, contents, pluginanswer, plugincall, plugincontract, plugininfo, signing
+    from . import backendcode, config, contents, keyless, pluginanswer, plugincall, plugincontract, plugininfo, signing
     from .config import SIGNING_KEY_ENV
     from .contents import Injection
+    from .keyless import MAX_BUNDLE_BYTES, Keyless, keyless_files
     from .pluginanswer import reported_where
     from .plugininfo import Policy
     from .signing import SigningKey, seal
 
 __all__ = [
     "Injection",
+    "Keyless",
+    "MAX_BUNDLE_BYTES",
     "Policy",
     "SIGNING_KEY_ENV",
     "SigningKey",
     "backendcode",
     "config",
     "contents",
+    "keyless",
+    "keyless_files",
     "pluginanswer",
     "plugincall",
     "plugincontract",
@@ -34,9 +39,12 @@ __all__ = [
 
 _WHERE = {
     "Injection": "contents",
+    "Keyless": "keyless",
+    "MAX_BUNDLE_BYTES": "keyless",
     "Policy": "plugininfo",
     "SIGNING_KEY_ENV": "config",
     "SigningKey": "signing",
+    "keyless_files": "keyless",
     "reported_where": "pluginanswer",
     "seal": "signing",
 }

@@ -11,6 +11,8 @@ Example::
     repair = "auditwheel"                 # optional: repair before the scan
     inner-backend = "setuptools.build_meta"
     capture-plugins = "auto"              # ask plugins what they provide: auto | sandbox | off
+    sigstore = true                       # and a Sigstore bundle (docs/vendor/keyless.md)
+    sigstore-staging = false              # Sigstore's staging instance instead of production
 
 Every problem raises :class:`~backend_packager.base.errors.ConfigError` whose path is the
 ``pyproject.toml`` and whose detail names the key (``tool.backend-packager.<key>``) and what
@@ -59,7 +61,7 @@ CAPTURE_CHOICES = ("auto", "sandbox", "off")
 
 _KEYS = {
     "backends", "protocol-version", "triton", "signing-key", "require-signature", "repair",
-    "inner-backend", "inner-backend-path", "plugins", "capture-plugins",
+    "inner-backend", "inner-backend-path", "plugins", "capture-plugins", "sigstore", "sigstore-staging",
 }
 _BACKEND_KEYS = {"name", "package", "targets"}
 # Entry-point names are matched case-sensitively and must not contain '=' (entry points spec).
@@ -98,6 +100,8 @@ class Config:
     inner_backend_path: tuple[Path, ...]
     plugins: tuple[PluginSpec, ...] = ()
     capture_plugins: str = "auto"
+    sigstore: bool = False
+    sigstore_staging: bool = False
 
     def entry_points(self) -> dict[str, str]:
         """The ``[triton.backends]`` group this configuration injects."""
@@ -147,6 +151,8 @@ def parse(table: object, project: Path, where: Path, environ: Mapping[str, str],
         plugins=_plugins(reader),
         capture_plugins=_choice(reader.table.get("capture-plugins", "auto"), CAPTURE_CHOICES, reader,
                                 "capture-plugins"),
+        sigstore=reader.boolean("sigstore", False),
+        sigstore_staging=reader.boolean("sigstore-staging", False),
     )
 
 

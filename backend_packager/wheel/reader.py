@@ -25,7 +25,13 @@ from email.message import Message
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from triton_backend_runtime.base import RegularFileError, canonicalize_name, describe, open_regular
+from triton_backend_runtime.base import (
+    SIGSTORE_BUNDLE_FILENAME,
+    RegularFileError,
+    canonicalize_name,
+    describe,
+    open_regular,
+)
 from triton_backend_runtime.manifest import MANIFEST_FILENAME, Artifact
 
 from ..base import InputError, WheelError
@@ -34,7 +40,7 @@ from ..formats import entrypoints, records, zipformat
 __all__ = [
     "MAX_DEFLATE_RATIO", "MAX_DIRECTORY", "MAX_MEMBERS", "MAX_MEMBER_SIZE", "MAX_METADATA_SIZE", "MAX_TAG_PARTS",
     "Member", "WITHDRAWN", "WheelArchive", "WheelContents", "WheelName", "ZIP_ERRORS", "dist_info_name",
-    "escape_name", "manifest_member", "open_wheel", "open_zip", "read_end"
+    "bundle_member", "escape_name", "manifest_member", "open_wheel", "open_zip", "read_end"
 ]
 
 #: A declared uncompressed size above this is refused before anything is inflated.
@@ -465,3 +471,8 @@ def dist_info_name(name: str, version: str) -> str:
 
 def manifest_member(dist_info: str) -> str:
     return f"{dist_info}/{MANIFEST_FILENAME}"
+
+
+def bundle_member(dist_info: str) -> str:
+    """Where the manifest's keyless signature (a Sigstore bundle) sits beside it."""
+    return f"{dist_info}/{SIGSTORE_BUNDLE_FILENAME}"

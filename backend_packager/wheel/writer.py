@@ -36,7 +36,7 @@ from triton_backend_runtime.manifest import Artifact, is_installer_file
 from ..base import ElfError, WheelError, checkpoint, worker_pool
 from ..formats import records, zipformat
 from ..scanning import CHUNK, ArtifactSink, CaptureMiss
-from .reader import WITHDRAWN, Member, WheelArchive, WheelContents, manifest_member
+from .reader import WITHDRAWN, Member, WheelArchive, WheelContents, bundle_member, manifest_member
 
 __all__ = [
     "FOREIGN_BINARY", "INFLATE_STEP", "Progress", "Streamed", "WheelWriter", "Written", "check_new",
@@ -91,8 +91,9 @@ def _dos(dt: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
 
 def replaced_members(dist_info: str) -> set[str]:
     """``.dist-info`` members the rewrite drops: regenerated (RECORD), planned anew (entry
-    points, manifest), or withdrawn signature files the spec says tools must not add."""
-    names = {f"{dist_info}/RECORD", f"{dist_info}/entry_points.txt", manifest_member(dist_info)}
+    points, manifest, its Sigstore bundle), or withdrawn signature files the spec says tools must not add."""
+    names = {f"{dist_info}/RECORD", f"{dist_info}/entry_points.txt", manifest_member(dist_info),
+             bundle_member(dist_info)}
     return names | {f"{dist_info}/{w}" for w in WITHDRAWN}
 
 

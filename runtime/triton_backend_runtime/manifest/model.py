@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from ..base import MANIFEST_FILENAME, ManifestError, jsonlimits
+from ..base import MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME, ManifestError, jsonlimits
 from . import schema
 
 __all__ = [
@@ -60,8 +60,8 @@ PROTOCOL_VERSION = "1.0"
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 #: ``.dist-info`` files that installers write or rewrite, so no manifest can vouch for them
 #: (PEP 376 RECORD, INSTALLER, REQUESTED; PEP 610 direct_url.json). The manifest itself is
-#: the signature, not a subject of it.
-INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", MANIFEST_FILENAME)
+#: the signature, not a subject of it; so is its keyless signature, the Sigstore bundle over its payload.
+INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME)
 #: What a manifest's artifacts cover: every file of the wheel, or (schema 1.0) native files only.
 Coverage = Literal["all", "native"]
 COVERAGE_ALL: Coverage = "all"
