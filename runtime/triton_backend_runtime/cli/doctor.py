@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base import BAD_STATES, STRICT, Reason, describe
+from ..base import BAD_STATES, STRICT, Reason, describe, printable
 from ..loading import NEVER_SERVED, BackendRow, PluginRow, Report
 from ..loading import registry as reg
 from ..site import DEFAULT_PACKAGE
@@ -243,11 +243,17 @@ def _details(row: BackendRow | PluginRow) -> None:
     if row.signers:
         label, trust = _SIGNATURE_LABELS.get(row.signature or "", ("signatures", ""))
         print(f"      {label}: {', '.join(row.signers)}{trust}")
+    if row.identity:
+        print(f"      keyless signer: {row.identity['san']} (issuer {row.identity['issuer']}; trusted identity "
+              f"{row.identity['id'][:16]}: {row.identity['pattern']})")
     if row.note:
         print(f"      note: {row.note}")
     if row.coverage:
         covers = "every file" if row.coverage == "all" else "native files only"
         print(f"      manifest covers: {covers}")
+    for upstream in row.upstream:  # what its signer says it checked: as trusted as the row's signature
+        print(f"      upstream: {printable(upstream['identity'])} (issuer {printable(upstream['issuer'])}, "
+              f"{upstream['kind']}: checked before the mirror re-signed it)")
     if row.reason:
         reason = row.reason
         print(f"      reason: {reason.path}: {reason.message} ({reason.code})")

@@ -37,10 +37,16 @@ class _DistFields:
     manifest: str | None = None
     coverage: str | None = None
     signature: str | None = None
+    #: The trusted identity whose keyless signature (Sigstore bundle) counted: issuer, SAN, id.
+    identity: dict[str, str] | None = None
+    #: The upstream identities its manifest records (``provenance.upstream``: who signed the
+    #: wheel before a mirror checked and re-signed it), each {issuer, identity, kind}.
+    upstream: list[dict[str, str]] = field(default_factory=list)
 
     def _dist_dict(self) -> dict[str, Any]:
         return {"distribution": self.distribution, "version": self.version, "dist_info": self.dist_info,
-                "manifest": self.manifest, "coverage": self.coverage, "signature": self.signature}
+                "manifest": self.manifest, "coverage": self.coverage, "signature": self.signature,
+                "identity": self.identity, "upstream": self.upstream}
 
 
 def _dist_fields(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dict[str, Any]:
@@ -49,7 +55,13 @@ def _dist_fields(dist: Distribution | None, verdicts: dict[str, Verdict]) -> dic
     verdict = verdicts.get(dist.dist_info)
     return {"distribution": dist.name, "version": dist.version, "dist_info": dist.dist_info,
             "manifest": dist.manifest, "coverage": verdict.coverage if verdict and verdict.coverage else None,
-            "signature": verdict.signature or None if verdict else None}
+            "signature": verdict.signature or None if verdict else None,
+            "identity": _identity(verdict.keyless) if verdict and verdict.keyless else None,
+            "upstream": [asdict(u) for u in verdict.upstream] if verdict else []}
+
+
+def _identity(keyless: Any) -> dict[str, str]:
+    return {"issuer": keyless.issuer, "san": keyless.san, "id": keyless.id, "pattern": keyless.pattern}
 
 
 @dataclass

@@ -269,12 +269,14 @@ def _root(data: bytes, label: str, where: str) -> Any:
 
 #: What sigstore's messages say, to the reason code (its exceptions are one class for all).
 _KINDS = (
-    ("certificate", ("certificate", "cert ", "chain", "sct", "key usage", "extended usage", "x509", "expired")),
+    ("expired", ("not valid at validation time", "expired at time of signing")),
+    ("certificate", ("certificate", "cert ", "chain", "sct", "key usage", "extended usage", "x509")),
     ("timestamp", ("timestamp", "verified time")),
     ("tlog", ("log entry", "inclusion", "checkpoint", "set:", "rekor", "merkle", "tlog", "log index")),
     ("signature", ("dsse", "signature")),
 )
-_WHAT = {"certificate": "the signing certificate does not hold", "timestamp": "no verified signing time",
+_WHAT = {"expired": "the signing certificate was not valid when the signature was logged or stamped",
+         "certificate": "the signing certificate does not hold", "timestamp": "no verified signing time",
          "tlog": "the transparency-log entry does not hold", "signature": "the bundle's signature does not hold",
          "bundle": "not a valid Sigstore bundle", "verify": "the bundle does not verify"}
 
@@ -284,10 +286,10 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     from sigstore.errors import CertValidationError
     from sigstore.models import InvalidBundle
 
-    if isinstance(exc, CertValidationError):
-        return "certificate", _WHAT["certificate"]
     if isinstance(exc, InvalidBundle):
         return "bundle", _WHAT["bundle"]
-    text = str(exc).lower()
+    text = describe(exc, 1000).lower()
+    if isinstance(exc, CertValidationError) and _KINDS[0][1][0] not in text:
+        return "certificate", _WHAT["certificate"]
     code = next((code for code, words in _KINDS if any(w in text for w in words)), "verify")
     return code, _WHAT[code]
