@@ -238,8 +238,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     from .commands import verify_wheel
 
+    if not args.trust and not args.trust_identity:
+        raise InputError("usage", "--trust", "give --trust KEYFILE or --trust-identity ISSUER=PATTERN (or both)")
     keys = [key for path in args.trust for key in public_key_file(str(path))[1]]
     store = TrustStore.of(keys)
+    store.identities = {i.id: i for i in map(_identity, args.trust_identity)}
+    store.sigstore_roots = [str(args.sigstore_root)] if args.sigstore_root else []
     results = [verify_wheel(wheel, store) for wheel in _wheels_in(args.wheels)]
     if args.json:
         print(json.dumps({"format": JSON_FORMAT, "wheels": [
@@ -252,12 +256,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
             for finding in r.findings:
                 print(printable(f"FAIL {r.wheel}: {finding.code}: {finding.path}: {finding.message}"))
             if r.ok:
-                names = ", ".join(key_label(store, k) for k in r.signers)
+                names = ", ".join(store.identities[k].describe() if k in store.identities else key_label(store, k)
+                                  for k in r.signers)
                 count = len(r.manifest.artifacts) if r.manifest else 0
                 print(f"OK   {r.wheel}: signed by {names}; {count} artifacts match (coverage {r.coverage})")
             for note in r.notes if not args.quiet else ():
                 print(f"NOTE {r.wheel}: {note}")
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _identity(text: str) -> Any:
+    """``--trust-identity ISSUER=PATTERN`` as the runtime's trust store holds an identity."""
+    from triton_backend_runtime.trust import parse_identity
+
+    issuer, sep, pattern = text.partition("=")
+    if not sep:
+        raise InputError("usage", "--trust-identity", f"{text!r}: expected ISSUER=PATTERN")
+    return parse_identity(issuer, pattern, "--trust-identity")
 
 
 def cmd_init(args: argparse.Namespace) -> int:

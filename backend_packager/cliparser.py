@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser(
         "verify",
         help="check a wheel's signed manifest offline",
-        description="Check each wheel offline: the manifest's signature against the trusted keys; every "
+        description="Check each wheel offline: the manifest's signature against the trusted keys (and a "
+        "Sigstore bundle against the trusted identities); every "
         "artifact's sha256 and size; the manifest against RECORD; no file left out of the manifest (for an "
         "old manifest that covers native files only: no shared library, and a NOTE line says so); name, "
         "version and tags in the signed payload equal to the wheel's own; the "
@@ -180,8 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
                         help="wheels, or directories whose *.whl are verified")
-    verify.add_argument("--trust", type=Path, action="append", required=True, metavar="KEYFILE",
+    verify.add_argument("--trust", type=Path, action="append", default=[], metavar="KEYFILE",
                         help="public key file (lines as written by keygen); repeatable")
+    verify.add_argument("--trust-identity", action="append", default=[], metavar="ISSUER=PATTERN",
+                        help="a Sigstore identity whose keyless signature (the wheel's triton_backend.sigstore.json) "
+                        "counts as a signer: the OIDC issuer, and the SAN exactly or as trust add-identity's "
+                        "pattern; repeatable. Without one a bundle is only checked to carry the manifest's payload")
+    verify.add_argument("--sigstore-root", type=Path, metavar="FILE",
+                        help="the Sigstore trusted_root.json bundles are verified against (default: the one "
+                        "sigstore-python ships)")
     verify.add_argument("--json", action="store_true", help="print the findings as JSON")
     verify.set_defaults(func=cmd_verify)
 

@@ -17,9 +17,11 @@ What must hold (each failure is one :class:`Finding`):
 - the ``triton.backends`` entry points (``<package>.backends`` for a renamed Triton package,
   as the signed ``triton_package`` says) name the packages the manifest names.
 - a Sigstore bundle beside the manifest (``triton_backend.sigstore.json``), where there is
-  one, is a bundle whose DSSE payload is the manifest's payload byte for byte; who signed it
-  (the certificate's identity, the log) is the runtime's to check against the identities it
-  trusts, and a note says it was not checked here.
+  one: with identities trusted, verified offline by the runtime's own check
+  (:func:`triton_backend_runtime.trust.verify_bundle`: root, certificate chain, log, identity,
+  the manifest's payload byte for byte) and counted as one more signer, as the runtime counts
+  it; without, only checked to carry the manifest's payload, and a note says who signed it
+  was not checked.
 
 The checks are pure functions returning findings; the CLI only formats them.
 """
@@ -39,10 +41,9 @@ from triton_backend_runtime.manifest import (
     Manifest,
     is_installer_file,
 )
-from triton_backend_runtime.trust import TrustStore, dsse, manifest_from_statement
+from triton_backend_runtime.trust import MAX_BUNDLE_BYTES, TrustStore, dsse, manifest_from_statement, verify_bundle
 
 from ..formats import entrypoints, records
-from ..manifest import MAX_BUNDLE_BYTES
 from ..scanning import ELF_MAGIC
 from ..wheel import MAX_MEMBER_SIZE, ZIP_ERRORS, WheelArchive, WheelName, bundle_member, manifest_member
 from ..wheel import Member as WheelMember
@@ -129,9 +130,9 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
     except TrustError as exc:
         result.findings.append(Finding(exc.code, exc.path, exc.detail))
         return result
-    result.findings += check_keyless(wheel, envelope.payload, result)
+    signer = check_keyless(wheel, envelope.payload, trust, result)
     try:
-        verified = dsse.verify(envelope, trust, where)
+        verified = dsse.verify(envelope, trust, where, also=(signer,) if signer else ())
         manifest = manifest_from_statement(verified.payload, where)
     except TrustError as exc:
         result.findings.append(Finding(exc.code, exc.path, exc.detail))
@@ -148,22 +149,29 @@ def verify_wheel(path: Path, trust: TrustStore) -> Verification:
 # -- reading ------------------------------------------------------------------------------
 
 
-def check_keyless(wheel: Wheel, payload: bytes, result: Verification) -> list[Finding]:
-    """The Sigstore bundle, where there is one: a bundle of this payload (``sigstore.*``)."""
+def check_keyless(wheel: Wheel, payload: bytes, trust: TrustStore, result: Verification) -> str | None:
+    """The Sigstore bundle, where there is one: verified for a trusted identity when the store
+    trusts any (the identity's id returned, one more signer), else only checked to carry
+    ``payload``. A bundle that does not hold is a finding (``sigstore.*``)."""
     from ..manifest import keyless
 
     if wheel.bundle is None:
-        return []
+        return None
     where = bundle_member(wheel.dist_info)
     try:
+        if trust.identities:
+            signer = verify_bundle(wheel.bundle, payload, str(wheel.metadata.get("Name", "")), trust, where)
+            result.sigstore = f"verified: {signer.text()}"
+            return signer.id
         keyless.check_bundle(wheel.bundle, payload, where)
     except TrustError as exc:
         result.sigstore = exc.code
-        return [Finding(exc.code, exc.path, exc.detail)]
+        result.findings.append(Finding(exc.code, exc.path, exc.detail))
+        return None
     result.sigstore = "payload matches; identity not checked"
     result.notes.append("a Sigstore bundle signs the manifest's statement (its payload matches); who signed it is "
-                        "not checked here: the runtime checks it against the identities it trusts")
-    return []
+                        "not checked without --trust-identity")
+    return None
 
 
 def read_wheel(path: Path) -> Wheel:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from . import backendcode, config, contents, keyless, pluginanswer, plugincall, plugincontract, plugininfo, signing
     from .config import SIGNING_KEY_ENV
     from .contents import Injection
-    from .keyless import MAX_BUNDLE_BYTES, Keyless, keyless_files
+    from .keyless import Keyless, keyless_files
     from .pluginanswer import reported_where
     from .plugininfo import Policy
     from .signing import SigningKey, seal
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Injection",
     "Keyless",
-    "MAX_BUNDLE_BYTES",
     "Policy",
     "SIGNING_KEY_ENV",
     "SigningKey",
@@ -40,7 +39,6 @@ __all__ = [
 _WHERE = {
     "Injection": "contents",
     "Keyless": "keyless",
-    "MAX_BUNDLE_BYTES": "keyless",
     "Policy": "plugininfo",
     "SIGNING_KEY_ENV": "config",
     "SigningKey": "signing",

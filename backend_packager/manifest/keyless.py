@@ -20,7 +20,7 @@ from typing import Any
 
 from triton_backend_runtime.base import describe, jsonlimits
 from triton_backend_runtime.manifest import Manifest
-from triton_backend_runtime.trust import dsse, statement_bytes
+from triton_backend_runtime.trust import MAX_BUNDLE_BYTES, statement_bytes
 
 from ..base import KeylessError, TrustError
 
@@ -29,8 +29,7 @@ __all__ = [
     "bundle_for", "check_bundle", "detect_ambient", "keyless_files", "require_sigstore"
 ]
 
-#: A bundle holds the payload in base64 (as an envelope does), one certificate and one log entry.
-MAX_BUNDLE_BYTES = dsse.MAX_ENVELOPE_BYTES + (1 << 20)
+#: (MAX_BUNDLE_BYTES is the runtime's: a bundle it would refuse unread is refused here too.)
 #: An OIDC token is a JWT of a few KiB.
 MAX_TOKEN_BYTES = 64 << 10
 #: Environment variable holding an OIDC identity token (the token itself, never a path).
