@@ -1,0 +1,264 @@
+"""Keyless signing in the packager: a Sigstore bundle over the manifest's statement, made with
+``--sigstore`` or attached with ``--sigstore-bundle``, written beside the manifest.
+
+The bundles here are real ones over the manifest's payload, made by the local test Sigstore
+(``helpers.sigstoreca``: seeded CA, CT log and Rekor-like log) that sigstore's offline
+``Verifier`` accepts; ``--sigstore`` itself needs Fulcio and Rekor on the network, so only its
+refusals before any work are run here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers.projects import Keypair, keygen
+from helpers.sigstoreca import TEST_IDENTITY, TEST_ISSUER, LocalSigstore, make_local_sigstore
+from helpers.wheels import backend_files, write_wheel
+from triton_backend_runtime.base import SIGSTORE_BUNDLE_FILENAME
+
+from backend_packager.base import KeylessError
+from backend_packager.manifest import keyless
+
+#: Where sigstore-python's ``detect_credential`` looks for a CI's ambient credential.
+CI_VARIABLES = ("GITHUB_ACTIONS", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL",
+                "GOOGLE_SERVICE_ACCOUNT_NAME", "BUILDKITE", "GITLAB_CI", "CIRCLECI", keyless.IDENTITY_TOKEN_ENV)
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """This environment with no CI credential and a fixed SOURCE_DATE_EPOCH (same manifest, same payload)."""
+    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
+    return {**env, "SOURCE_DATE_EPOCH": "1700000000", **extra}
+
+
+def packager(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "backend-packager"
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env or environment())
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def dist_info_file(wheel: Path, name: str) -> str:
+    return next(m for m in members(wheel) if m.endswith(f".dist-info/{name}"))
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    files = backend_files("keyless_backend", "KeylessBackend", "keyless")
+    return write_wheel(tmp_path_factory.mktemp("src"), "keyless-backend", "1.0", files, {"keyless": "keyless_backend"})
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Keypair:
+    return keygen(tmp_path_factory.mktemp("keys"), "keyless-test")
+
+
+@pytest.fixture(scope="module")
+def payload(wheel: Path, key: Keypair, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The statement payload of the wheel's manifest, as migrate signs it."""
+    out = tmp_path_factory.mktemp("first")
+    proc = packager("migrate", str(wheel), "-o", str(out), "--key", str(key.private))
+    assert proc.returncode == 0, proc.stderr
+    envelope = json.loads(members(out / wheel.name)[dist_info_file(out / wheel.name, "triton_backend.dsse.json")])
+    return base64.b64decode(envelope["payload"])
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> LocalSigstore:
+    return make_local_sigstore(tmp_path_factory.mktemp("sigstore"))
+
+
+@pytest.fixture(scope="module")
+def bundle(payload: bytes, sigstore: LocalSigstore, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bundle") / "keyless.sigstore.json"
+    path.write_bytes(sigstore.sign_dsse(payload, identity=TEST_IDENTITY, issuer=TEST_ISSUER))
+    return path
+
+
+def trusted(sigstore: LocalSigstore) -> list[str]:
+    return ["--trust-identity", f"{TEST_ISSUER}={TEST_IDENTITY}", "--sigstore-root", str(sigstore.trusted_root_path)]
+
+
+# -- --sigstore: refused before any work without a token ----------------------------------
+
+
+def test_sigstore_without_a_token_fails_before_any_work(wheel: Path, key: Keypair, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = packager("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--sigstore")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("(input.sigstore)"), proc.stderr
+    assert "--identity-token FILE" in proc.stderr and keyless.IDENTITY_TOKEN_ENV in proc.stderr
+    assert not out.exists()  # nothing opened, nothing written
+
+
+def test_sigstore_with_an_empty_token_file_fails_before_any_work(wheel: Path, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_bytes(b"\n")
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--sigstore", "--identity-token", str(token))
+    assert proc.returncode == 2 and "(input.sigstore)" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["adopt", "mirror"])
+def test_sigstore_without_a_token_on_adopt_and_mirror(command: str, key: Keypair, tmp_path: Path) -> None:
+    target = "nonexistent-dist" if command == "adopt" else str(tmp_path)
+    args = ["--site-packages", str(tmp_path)] if command == "adopt" else ["-o", str(tmp_path / "mirror")]
+    proc = packager(command, target, *args, "--key", str(key.private), "--sigstore")
+    assert proc.returncode == 2 and "(input.sigstore)" in proc.stderr, proc.stderr
+    assert not (tmp_path / "mirror").exists()
+
+
+def test_identity_token_without_sigstore_is_a_usage_error(wheel: Path, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("x")
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--identity-token", str(token))
+    assert proc.returncode == 2 and "(input.usage)" in proc.stderr, proc.stderr
+
+
+def test_build_with_sigstore_and_no_token_fails_before_the_inner_build(tmp_path: Path) -> None:
+    # An inner backend that cannot be imported: reaching it would be another error.
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.backend-packager]\nbackends = [{ name = "demo", package = "demo_backend" }]\n'
+        'inner-backend = "no_such_inner_backend"\nsigstore = true\n')
+    proc = subprocess.run([sys.executable, "-c", "from backend_packager import build; build.build_wheel('dist')"],
+                          cwd=tmp_path, capture_output=True, text=True, env=environment())
+    assert proc.returncode != 0
+    assert "tool.backend-packager.sigstore is true but there is no OIDC identity token" in proc.stderr, proc.stderr
+    assert "no_such_inner_backend" not in proc.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+# -- --sigstore-bundle: attached, RECORD-listed, byte-identical ----------------------------
+
+
+def test_bundle_of_the_manifest_is_written_listed_and_reproducible(
+    wheel: Path, key: Keypair, bundle: Path, sigstore: LocalSigstore, tmp_path: Path
+) -> None:
+    outputs = []
+    for run in ("one", "two"):
+        proc = packager("migrate", str(wheel), "-o", str(tmp_path / run), "--key", str(key.private),
+                        "--sigstore-bundle", str(bundle), "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["wheels"][0]["sigstore"] is True
+        outputs.append(tmp_path / run / wheel.name)
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()
+    files = members(outputs[0])
+    name = dist_info_file(outputs[0], SIGSTORE_BUNDLE_FILENAME)
+    assert files[name] == bundle.read_bytes()  # byte for byte as given
+    record = files[name.rsplit("/", 1)[0] + "/RECORD"].decode()
+    row = next(line for line in record.splitlines() if line.startswith(name + ","))
+    digest = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=").decode()
+    assert row == f"{name},sha256={digest},{len(files[name])}"
+    # Both signatures count: the key's, and the identity's through the runtime's own check.
+    proc = packager("verify", str(outputs[0]), "--trust", str(key.public), *trusted(sigstore), "--json")
+    result = json.loads(proc.stdout)["wheels"][0]
+    assert proc.returncode == 0 and result["ok"], proc.stdout
+    assert len(result["signers"]) == 2 and result["sigstore"].startswith("verified: ")
+
+
+def test_keyless_only_wheel_verifies_for_the_trusted_identity_alone(
+    wheel: Path, bundle: Path, sigstore: LocalSigstore, tmp_path: Path
+) -> None:
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path), "--sigstore-bundle", str(bundle))
+    assert proc.returncode == 0, proc.stderr
+    assert "signed by a sigstore bundle" in proc.stdout and "hash-only" not in proc.stderr
+    output = tmp_path / wheel.name
+    envelope = json.loads(members(output)[dist_info_file(output, "triton_backend.dsse.json")])
+    assert envelope["signatures"] == []  # no key: the bundle is the signature
+    assert packager("verify", str(output), *trusted(sigstore)).returncode == 0
+    other = packager("verify", str(output), "--trust-identity", f"{TEST_ISSUER}=https://github.com/other/*",
+                     "--sigstore-root", str(sigstore.trusted_root_path))
+    assert other.returncode == 1 and "sigstore.identity" in other.stdout
+
+
+def test_verify_without_identities_checks_the_payload_only(
+    wheel: Path, key: Keypair, bundle: Path, tmp_path: Path
+) -> None:
+    assert packager("migrate", str(wheel), "-o", str(tmp_path), "--key", str(key.private),
+                    "--sigstore-bundle", str(bundle)).returncode == 0
+    proc = packager("verify", str(tmp_path / wheel.name), "--trust", str(key.public), "--json")
+    result = json.loads(proc.stdout)["wheels"][0]
+    assert proc.returncode == 0 and result["sigstore"] == "payload matches; identity not checked"
+
+
+def test_resigning_drops_the_bundle_it_does_not_replace(
+    wheel: Path, key: Keypair, bundle: Path, tmp_path: Path
+) -> None:
+    assert packager("migrate", str(wheel), "-o", str(tmp_path / "signed"), "--key", str(key.private),
+                    "--sigstore-bundle", str(bundle)).returncode == 0
+    again = packager("migrate", str(tmp_path / "signed" / wheel.name), "-o", str(tmp_path / "again"),
+                     "--key", str(key.private))
+    assert again.returncode == 0, again.stderr
+    assert not any(m.endswith(SIGSTORE_BUNDLE_FILENAME) for m in members(tmp_path / "again" / wheel.name))
+
+
+# -- refusals by code ---------------------------------------------------------------------
+
+
+def test_bundle_of_another_statement_is_refused(
+    wheel: Path, key: Keypair, payload: bytes, sigstore: LocalSigstore, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.json"
+    other.write_bytes(sigstore.sign_dsse(payload.replace(b"1.0", b"1.1", 1), identity=TEST_IDENTITY,
+                                         issuer=TEST_ISSUER))
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--key", str(key.private),
+                    "--sigstore-bundle", str(other), "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["wheels"][0]["error"]["code"] == "sigstore.statement"
+    assert not (tmp_path / "out" / wheel.name).exists()
+
+
+@pytest.mark.parametrize("garble", ["not-json", "not-a-bundle", "truncated", "message-signature"])
+def test_garbled_bundle_is_refused_before_any_work(
+    garble: str, wheel: Path, key: Keypair, bundle: Path, tmp_path: Path
+) -> None:
+    good = bundle.read_bytes()
+    doc = json.loads(good)
+    if garble == "message-signature":
+        doc["messageSignature"] = {"messageDigest": {"algorithm": "SHA2_256", "digest": "AA=="}, "signature": "AA=="}
+        del doc["dsseEnvelope"]
+    data = {"not-json": b"{not json", "not-a-bundle": b'{"mediaType": "text/plain"}',
+            "truncated": good[: len(good) // 2], "message-signature": json.dumps(doc).encode()}[garble]
+    path = tmp_path / "garbled.json"
+    path.write_bytes(data)
+    out = tmp_path / "out"
+    proc = packager("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--sigstore-bundle", str(path))
+    assert proc.returncode != 0
+    assert proc.stderr.strip().endswith("(sigstore.bundle)"), proc.stderr
+    assert not out.exists()
+
+
+def test_bundle_too_big_is_refused_unread(wheel: Path, key: Keypair, tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as stream:
+        stream.truncate(keyless.MAX_BUNDLE_BYTES + 1)  # sparse: nothing to read, and none read
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--key", str(key.private),
+                    "--sigstore-bundle", str(path))
+    assert proc.returncode != 0 and proc.stderr.strip().endswith("(sigstore.bundle)"), proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_sigstore_and_sigstore_bundle_together_is_a_usage_error(wheel: Path, bundle: Path, tmp_path: Path) -> None:
+    proc = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--sigstore", "--sigstore-bundle", str(bundle))
+    assert proc.returncode == 2 and "(input.usage)" in proc.stderr, proc.stderr
+
+
+def test_check_bundle_names_the_statement_and_the_bundle(payload: bytes, bundle: Path) -> None:
+    keyless.check_bundle(bundle.read_bytes(), payload, "b")  # the right payload: no exception
+    with pytest.raises(KeylessError) as raised:
+        keyless.check_bundle(bundle.read_bytes(), payload + b" ", "b")
+    assert raised.value.code == "sigstore.statement"
+    with pytest.raises(KeylessError) as raised:
+        keyless.check_bundle(b"[]", payload, "b")
+    assert raised.value.code == "sigstore.bundle"
