@@ -22,6 +22,12 @@ alternating between the unmodified and the warm import (the cold runs after them
   per call in one process, and first call including the module imports;
 * `python -X importtime`: the runtime's own modules on the warm path.
 
+With ``--wheel NAME==VERSION`` both venvs are made from that wheel instead: a renamed release
+such as ``tokenspeed-triton==3.9.10.post20261028`` is measured as ``import tokenspeed_triton``
+(the package `migrate --json` reports), guarded by the same .pth hook, its discovery against
+``entry_points().select(group="tokenspeed_triton.backends")``. Repeated, each wheel is measured
+in turn in one run, and the warm ratios of all of them are listed together at the end.
+
 With ``--site-packages DIR`` nothing is downloaded, built or migrated: the Triton installed in
 DIR, already adopted (its manifest signed), is measured as it is, with this interpreter (whose
 site-packages DIR must be, the hook's .pth installed there by `hook install`), the key trusted
@@ -33,12 +39,13 @@ hook's .pth there, so both import the same files and their start-ups differ by t
 hooked runs use TRITON_BACKEND_POLICY=strict and a verdict cache in a temporary
 TRITON_BACKEND_CACHE_DIR, warmed by the first run.
 
-Usage: python bench/bench_runtime.py [-n RUNS] [--site-packages DIR]
+Usage: python bench/bench_runtime.py [-n RUNS] [--wheel NAME==VERSION ... | --site-packages DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -66,10 +73,10 @@ import time, sys
 t0 = time.perf_counter()
 if sys.argv[1] == "ours":
     from triton_backend_runtime.site.discovery import discover
-    call = lambda: discover().candidates
+    call = lambda: discover(package=sys.argv[2]).candidates
 else:
     from importlib.metadata import entry_points
-    call = lambda: list(entry_points().select(group="triton.backends"))
+    call = lambda: list(entry_points().select(group=sys.argv[2] + ".backends"))
 found = call()
 first = time.perf_counter() - t0
 runs = []
@@ -89,13 +96,15 @@ def make_venv(path: Path, wheel: Path) -> Path:
     return python
 
 
-def setup(work: Path) -> tuple[dict[str, Path], Path]:
-    """The plain and the hooked venv (see the module docstring); the public key."""
-    wheel = fetch_wheel("triton==3.9.0")
+def setup(work: Path, requirement: str) -> tuple[dict[str, Path], Path, str]:
+    """The plain and the hooked venv (see the module docstring); the public key; the Triton
+    package the wheel holds."""
+    wheel = fetch_wheel(requirement)
     key = work / "bench.pem"
     subprocess.run([str(PACKAGER), "keygen", "-o", str(key)], check=True, capture_output=True)
-    subprocess.run([str(PACKAGER), "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key)],
-                   check=True, capture_output=True)
+    migrated = subprocess.run([str(PACKAGER), "migrate", str(wheel), "-o", str(work / "signed"), "--key", str(key),
+                               "--json"], check=True, capture_output=True, text=True)
+    package: str = json.loads(migrated.stdout)["wheels"][0]["triton_package"]
     pythons = {
         "plain": make_venv(work / "plain", wheel),
         "hooked": make_venv(work / "hooked", work / "signed" / wheel.name),
@@ -103,7 +112,7 @@ def setup(work: Path) -> tuple[dict[str, Path], Path]:
     subprocess.run([str(pythons["hooked"]), "-m", "triton_backend_runtime", "hook", "install"], check=True,
                    env=_env(work, [ROOT / "runtime"]), capture_output=True)
     (work / "empty").mkdir()
-    return pythons, key.with_suffix(".pub")
+    return pythons, key.with_suffix(".pub"), package
 
 
 def installed(site: Path, work: Path) -> dict[str, Config]:
@@ -145,7 +154,7 @@ def _env(work: Path, paths: list[Path], **extra: str) -> dict[str, str]:
     return env
 
 
-def wall(config: Config, code: str = "import triton") -> tuple[float, float]:
+def wall(config: Config, code: str) -> tuple[float, float]:
     """Wall time and the child's CPU time (user + system) of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -157,85 +166,110 @@ def wall(config: Config, code: str = "import triton") -> tuple[float, float]:
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def built(work: Path) -> dict[str, Config]:
-    """The configurations of the default mode: two venvs from the real triton 3.9.0 wheel."""
-    print("setting up a plain venv with triton 3.9.0 and a hooked one with its signed copy ...", file=sys.stderr)
-    pythons, pub = setup(work)
+def built(work: Path, requirement: str) -> tuple[dict[str, Config], str]:
+    """The configurations of the default mode, two venvs from the real wheel ``requirement``;
+    the Triton package it holds."""
+    print(f"setting up a plain venv with {requirement} and a hooked one with its signed copy ...", file=sys.stderr)
+    pythons, pub, package = setup(work, requirement)
     trusted = {"TRITON_BACKEND_TRUSTED_KEYS": str(pub), "TRITON_BACKEND_POLICY": "strict"}
     runtime = [ROOT / "runtime"]
     return {
         "unmodified": (pythons["plain"], _env(work, [work / "empty"]), ""),
         "warm": (pythons["hooked"], _env(work, runtime, **trusted), ""),
         "cold": (pythons["hooked"], _env(work, runtime, TRITON_BACKEND_REHASH="1", **trusted), ""),
-    }
+    }, package
+
+
+def measure(configs: dict[str, Config], package: str, runs: int) -> tuple[float, float]:
+    """Every figure of the module docstring for ``import <package>``, printed; the warm ratio to
+    the unmodified import, by wall time and by CPU time."""
+    imports = f"import {package}"
+    check = (
+        f"import {package}.backends as b; from triton_backend_runtime.loading import registry as r; "
+        "from triton_backend_runtime.triton import importwatch; g = r.get(); "
+        "files = sum(len(v.files) for v in g.verdicts.values()); assert g.used_by_triton and g.core is None "
+        f"and importwatch.watching({package!r}) and {{e.trust for e in g.entries}} == {{'verified'}}, "
+        "g.report(); print(files, {v.coverage for v in g.verdicts.values()})"
+    )
+    hooked = subprocess.run(command(configs["warm"], check), env=configs["warm"][1], capture_output=True, text=True)
+    if hooked.returncode != 0:
+        raise SystemExit(f"the hooked import did not verify:\n{hooked.stderr}")
+    print(f"hooked: {package} watched by the hook, every backend and the core verified; files the verdict "
+          "depends on, coverage:", hooked.stdout.strip())
+    reference = configs["unmodified"]
+    plain = subprocess.run(command(reference, f"{imports}, sys; print('triton_backend_runtime' in sys.modules)"),
+                           env=reference[1], capture_output=True, text=True)
+    # Only the hook's own message counts: a preinstalled Triton may warn on import.
+    assert plain.stdout.strip() == "False" and "triton-backend-runtime" not in plain.stderr, plain.stderr
+    times: dict[str, list[float]] = {k: [] for k in configs}
+    cpu: dict[str, list[float]] = {k: [] for k in configs}
+    for config in configs.values():  # warm-up: page cache, bytecode, verdict cache
+        wall(config, imports)
+    # unmodified and warm alternate; the cold runs come after, on their own: one hashes a
+    # gigabyte on every core, which slowed the run after it (unmodified, when interleaved)
+    for group in (("unmodified", "warm"), ("cold",)):
+        for _ in range(runs):
+            for name in group:
+                elapsed, used = wall(configs[name], imports)
+                times[name].append(elapsed)
+                cpu[name].append(used)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    for name in configs:
+        spread = f"(min {min(times[name]) * 1e3:.1f}, max {max(times[name]) * 1e3:.1f})"
+        print(f"{imports}, {name:<10}: median {med[name] * 1e3:7.1f} ms over {runs} runs {spread}, "
+              f"CPU {med_cpu[name] * 1e3:.1f} ms")
+    ratio = (med["warm"] / med["unmodified"], med_cpu["warm"] / med_cpu["unmodified"])
+    print(f"ratio warm registry / unmodified {imports}: {ratio[0]:.3f} (target <= 1.05)")
+    print(f"  the same by CPU time (user + system): {ratio[1]:.3f}")
+    print(f"ratio cold (rehash) / warm: {med['cold'] / med['warm']:.2f}")
+
+    disc = {}
+    for which in ("ours", "entry_points"):
+        out = subprocess.run(command(configs["warm"], DISCOVERY, which, package), env=configs["warm"][1],
+                             capture_output=True, text=True, check=True).stdout.split()
+        disc[which] = (float(out[0]), float(out[1]), int(out[2]))
+    ours, theirs = disc["ours"], disc["entry_points"]
+    print(f"discovery per call: ours {ours[1] * 1e3:.2f} ms, entry_points().select {theirs[1] * 1e3:.2f} ms, "
+          f"ratio {ours[1] / theirs[1]:.2f} (both found {ours[2]} / {theirs[2]})")
+    print(f"discovery first call incl. imports: ours {ours[0] * 1e3:.2f} ms, entry_points {theirs[0] * 1e3:.2f} "
+          f"ms, ratio {ours[0] / theirs[0]:.2f}")
+
+    done = subprocess.run(command(configs["warm"], imports, options=("-X", "importtime")),
+                          env=configs["warm"][1], capture_output=True, text=True)
+    rows = [line.split("|") for line in done.stderr.splitlines() if "triton_backend_runtime" in line]
+    own = sum(int(r[0].split(":")[1]) for r in rows)
+    print(f"-X importtime, warm: triton_backend_runtime modules (self) {own / 1e3:.1f} ms in {len(rows)} modules:")
+    for row in rows:
+        print(f"   {int(row[0].split(':')[1]) / 1e3:6.2f} ms  {row[2].strip()}")
+    return ratio
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=21, help="runs per configuration (default 21)")
-    parser.add_argument("--site-packages", type=Path, metavar="DIR",
-                        help="measure the adopted Triton installed in DIR, this interpreter's site-packages, as it is")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--wheel", action="append", metavar="NAME==VERSION",
+                       help="the real wheel both venvs are made from (default triton==3.9.0; a renamed release "
+                            "is imported by its own package name); repeat it to measure several in one run")
+    where.add_argument("--site-packages", type=Path, metavar="DIR",
+                       help="measure the adopted Triton installed in DIR, this interpreter's site-packages, as it is")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
-        work = Path(tmp)
-        configs = installed(args.site_packages, work) if args.site_packages else built(work)
-        check = (
-            "import triton.backends as b; from triton_backend_runtime.loading import registry as r; g = r.get(); "
-            "files = sum(len(v.files) for v in g.verdicts.values()); assert g.used_by_triton and g.core is None "
-            "and {e.trust for e in g.entries} == {'verified'}, g.report(); "
-            "print(files, {v.coverage for v in g.verdicts.values()})"
-        )
-        hooked = subprocess.run(command(configs["warm"], check), env=configs["warm"][1], capture_output=True,
-                                text=True)
-        if hooked.returncode != 0:
-            raise SystemExit(f"the hooked import did not verify:\n{hooked.stderr}")
-        print("hooked: every backend and the core verified; files the verdict depends on, coverage:",
-              hooked.stdout.strip())
-        reference = configs["unmodified"]
-        plain = subprocess.run(command(reference, "import triton, sys; print('triton_backend_runtime' in sys.modules)"),
-                               env=reference[1], capture_output=True, text=True)
-        # Only the hook's own message counts: a preinstalled Triton may warn on import.
-        assert plain.stdout.strip() == "False" and "triton-backend-runtime" not in plain.stderr, plain.stderr
-        times: dict[str, list[float]] = {k: [] for k in configs}
-        cpu: dict[str, list[float]] = {k: [] for k in configs}
-        for config in configs.values():  # warm-up: page cache, bytecode, verdict cache
-            wall(config)
-        # unmodified and warm alternate; the cold runs come after, on their own: one hashes a
-        # gigabyte on every core, which slowed the run after it (unmodified, when interleaved)
-        for group in (("unmodified", "warm"), ("cold",)):
-            for _ in range(args.n):
-                for name in group:
-                    elapsed, used = wall(configs[name])
-                    times[name].append(elapsed)
-                    cpu[name].append(used)
-        med = {k: statistics.median(v) for k, v in times.items()}
-        med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
-        for name in configs:
-            spread = f"(min {min(times[name]) * 1e3:.1f}, max {max(times[name]) * 1e3:.1f})"
-            print(f"import triton, {name:<10}: median {med[name] * 1e3:7.1f} ms over {args.n} runs {spread}, "
-                  f"CPU {med_cpu[name] * 1e3:.1f} ms")
-        print(f"ratio warm registry / unmodified import triton: {med['warm'] / med['unmodified']:.3f} (target <= 1.05)")
-        print(f"  the same by CPU time (user + system):         {med_cpu['warm'] / med_cpu['unmodified']:.3f}")
-        print(f"ratio cold (rehash) / warm:                      {med['cold'] / med['warm']:.2f}")
-
-        disc = {}
-        for which in ("ours", "entry_points"):
-            out = subprocess.run(command(configs["warm"], DISCOVERY, which), env=configs["warm"][1],
-                                 capture_output=True, text=True, check=True).stdout.split()
-            disc[which] = (float(out[0]), float(out[1]), int(out[2]))
-        ours, theirs = disc["ours"], disc["entry_points"]
-        print(f"discovery per call: ours {ours[1] * 1e3:.2f} ms, entry_points().select {theirs[1] * 1e3:.2f} ms, "
-              f"ratio {ours[1] / theirs[1]:.2f} (both found {ours[2]} / {theirs[2]})")
-        print(f"discovery first call incl. imports: ours {ours[0] * 1e3:.2f} ms, entry_points {theirs[0] * 1e3:.2f} "
-              f"ms, ratio {ours[0] / theirs[0]:.2f}")
-
-        done = subprocess.run(command(configs["warm"], "import triton", options=("-X", "importtime")),
-                              env=configs["warm"][1], capture_output=True, text=True)
-        rows = [line.split("|") for line in done.stderr.splitlines() if "triton_backend_runtime" in line]
-        own = sum(int(r[0].split(":")[1]) for r in rows)
-        print(f"-X importtime, warm: triton_backend_runtime modules (self) {own / 1e3:.1f} ms in {len(rows)} modules:")
-        for row in rows:
-            print(f"   {int(row[0].split(':')[1]) / 1e3:6.2f} ms  {row[2].strip()}")
+        if args.site_packages:
+            measure(installed(args.site_packages, Path(tmp)), "triton", args.n)
+            return
+        ratios = {}
+        for number, requirement in enumerate(args.wheel or ["triton==3.9.0"]):
+            work = Path(tmp) / str(number)
+            work.mkdir()
+            configs, package = built(work, requirement)
+            print(f"== {requirement}: import {package}")
+            ratios[requirement] = measure(configs, package, args.n)
+        if len(ratios) > 1:
+            print("warm / unmodified, wall and CPU, in this run:")
+            for requirement, (by_wall, by_cpu) in ratios.items():
+                print(f"  {requirement}: {by_wall:.3f}, {by_cpu:.3f}")
 
 
 if __name__ == "__main__":
