@@ -12,13 +12,14 @@ from triton_backend_runtime.site import Confinement
 
 from ..base import InstalledError, WheelError, WheelProgress, source_date_epoch
 from ..formats import Discrepancy
-from ..manifest import Injection, SigningKey, plugininfo, seal
+from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, seal
 from ..rewrite import check_coverage, check_repairs
 from ..wheel import (
     FileWheelWriter,
     SourceFile,
     WheelContents,
     WheelName,
+    bundle_member,
     escape_name,
     manifest_member,
     replaced_members,
@@ -34,7 +35,7 @@ __all__ = ["adopt_into_wheel", "wheel_filename"]
 
 def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
                       outcome: Adoption, capture: plugininfo.Policy = "off",
-                      progress: WheelProgress | None = None) -> None:
+                      progress: WheelProgress | None = None, keyless: Keyless | None = None) -> None:
     """``out_dir/<name>-<version>-<tags>.whl``: the wheel the distribution was installed from,
     less what the installer generated, signed. Written unnamed (the one atomic writer) and
     named only when whole: a failed or killed run leaves no wheel."""
@@ -66,11 +67,13 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
                                            names=[*(c.path for c in members), f"{installed.dist_info}/RECORD"])
             injection = _plan(installed, checked, contents, outcome, capture)
             envelope = seal(injection.manifest, key)
-            writer.finish({**injection.files, manifest_member(installed.dist_info): envelope})
+            bundle = bundle_member(installed.dist_info)
+            writer.finish({**injection.files, manifest_member(installed.dist_info): envelope,
+                           **keyless_files(injection.manifest, keyless, bundle, installed.full(bundle))})
         finally:
             if progress is not None:
                 progress.on_wheel(source)
-    outcome.output, outcome.signed_by = dst, key.public.keyid
+    outcome.output, outcome.signed_by, outcome.sigstore = dst, key.public.keyid, keyless is not None
 
 
 def _plan(installed: Installed, checked: list[Checked], contents: WheelContents, outcome: Adoption,

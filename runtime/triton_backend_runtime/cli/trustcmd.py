@@ -283,8 +283,8 @@ def _trust_revoke(out: Report, directory: str, text: str, *, revoke: bool) -> in
         out.say(f"  identity {identity.id} {identity.describe()} ({identity.source}): {state}")
     out.facts["identities"] = [{"id": i.id, "revoked": bool(store.revoked_by(i.id))} for i in identities]
     if not keys and not identities:
-        then = " now: a key or identity with it is refused when added" if revoke else ""
-        out.say(f"  no trusted key or identity has this id{then}")
+        then = " now: a key with it is refused when added" if revoke else ""
+        out.say(f"  no trusted key has this keyid{then}")
     if store.suspended():
         out.say(f"  note: {store.suspended()} (trust list shows the line)")
     return EXIT_OK

@@ -87,8 +87,9 @@ from ..trust import (
 )
 from . import dynsym
 from .environment import check_environment
+from .prefetch import hash_ahead
 from .unlisted import check_unlisted
-from .verdict import BackendClaim, KeylessIdentity, PluginClaim, Verdict, plugin_terms
+from .verdict import BackendClaim, KeylessIdentity, PluginClaim, UpstreamSigner, Verdict, plugin_terms
 
 __all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribution"]
 
@@ -107,6 +108,8 @@ class Context:
     workers: int = 1
     #: The package the running Triton is imported as (``Discovery.package``).
     triton_package: str = "triton"
+    #: The ``.dist-info`` directories whose hashing the caller already started (:func:`.hash_ahead`).
+    ahead: frozenset[str] = frozenset()
 
 
 def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
@@ -128,15 +131,15 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
 def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     assert dist.manifest is not None
     confine = Confinement(dist.root)
-    for path in (dist.dist_info, dist.manifest):  # the verdict is about them as they are before reading
-        ctx.hashes.watch(path)
-    _hash_ahead(_recorded(dist.dist_info), dist.root, confine, ctx)
+    if dist.dist_info not in ctx.ahead:  # else the caller started it, before this module was imported
+        hash_ahead(dist, ctx.hashes, ctx.workers)
     data = read_bounded(dist.manifest, dsse.MAX_ENVELOPE_BYTES)
     verdict.envelope_sha256 = hashlib.sha256(data).hexdigest()
     payload, keyids = _check_signature(data, dist, ctx.trust, verdict)
     budget = None if keyids else (m.MAX_UNSIGNED_MANIFEST_VALUES, "MAX_UNSIGNED_MANIFEST_VALUES")
     manifest = statement.manifest_of(statement.load(payload, dist.manifest, max_values=budget), dist.manifest)
     verdict.coverage = manifest.coverage
+    verdict.upstream = [UpstreamSigner(u.issuer, u.identity, u.kind) for u in manifest.provenance.upstream]
     if manifest.coverage != m.COVERAGE_ALL:
         verdict.note = _join(verdict.note, "the manifest covers native files only (schema 1.0)")
     located = _locate(manifest, dist, verdict)
@@ -153,35 +156,6 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     ctx.hashes.unchanged(verdict.files)
 
 
-def _recorded(dist_info: str) -> list[tuple[str, int]]:
-    """(path, size) as the installer's RECORD lists them (PEP 376): a hint of what to hash,
-    read before the manifest so hashing starts at once; the manifest alone decides what is
-    checked. Quoted rows (a comma in a path) are left out: a hint need not be complete."""
-    from ..site import read_small_text
-
-    rows = []
-    for line in (read_small_text(os.path.join(dist_info, "RECORD")) or "").splitlines():
-        path, _, size = (line.rsplit(",", 2) + ["", ""])[:3]
-        if path and not path.startswith('"') and size.isascii() and size.isdigit() and len(size) < 16:
-            rows.append((path, int(size)))
-    return rows
-
-
-def _hash_ahead(rows: list[tuple[str, int]], root: str, confine: Confinement, ctx: Context) -> None:
-    """Start hashing while the manifest is read, verified, decoded and checked: on a cold
-    start hashing is most of the time, and the rest then overlaps it. Only plain paths
-    inside the root are touched; every check is still made, in order, below."""
-    ahead = []
-    for name, size in rows:
-        try:
-            path = installed_path(root, name)
-        except VerifyError:
-            continue
-        if path is not None and confine.inside(os.path.dirname(path)):
-            ahead.append((path, size))
-    ctx.hashes.prefetch(ahead, ctx.workers)
-
-
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
@@ -192,7 +166,8 @@ def _check_signature(
     assert dist.manifest is not None
     where = dist.manifest
     bundle = _bundle(dist, verdict)
-    keyless = bundle is not None and bool(trust.identities)  # a bundle checked: its payload is verified first
+    # a bundle to check when an identity is trusted: its payload is verified before it is parsed
+    keyless = bundle is not None and trust.identities != {}
     envelope = dsse.decode(data, where, payload_limit=lambda sigs: None if keyless else _payload_limit(sigs, trust))
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
         raise SignatureError("payload-type", where, f"payloadType {envelope.payload_type[:100]!r} is not ours")
