@@ -33,11 +33,12 @@ Plugins (:mod:`.plugininfo`): as with ``migrate``, no plugin code runs unless as
 from the installed files in place, each held to the file as hashed (:class:`.plugincapture.InstalledFiles`);
 a plugin that ships no ``libtriton.so`` is called against the one installed beside it.
 
-``--wheel-out DIR`` (:mod:`.wheelout`) leaves the installed files alone and writes a wheel instead: the checked
-files streamed once into it (:mod:`~backend_packager.wheel.filewriter`: each read, hashed and
-compared with the digest it was checked with, deflated on ``jobs`` threads), then planned,
-sealed and finished as ``migrate`` does, with a progress bar on a terminal. The wheel is
-written unnamed and named only when whole: a failed or killed run leaves none.
+``--wheel-out DIR`` (:mod:`.wheelout`) leaves the installed files alone and writes a wheel instead:
+planned and sealed as ``migrate`` does, so that every refusal comes before any deflate work,
+then the checked files streamed once into it (:mod:`~backend_packager.wheel.filewriter`: each
+read once, held to the file as checked by its identity, deflated in chunks on ``jobs``
+threads), with a progress bar on a terminal. The wheel is written unnamed and named only when
+whole: a failed or killed run leaves none.
 
 ``--against WHEEL|INDEX``: RECORD on disk is what the installer wrote, and whoever changed
 an installed file could rewrite it to match; :func:`.against.check_against` also requires every
