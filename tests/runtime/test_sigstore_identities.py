@@ -483,3 +483,16 @@ def test_without_sigstore_a_bundle_does_not_count(tmp_path: Path, env: TrustEnv,
     assert done.returncode == 0, done.stderr
     assert "sigstore.missing" in done.stdout  # the note ends with its code
     assert "[('demo', 'unverified')]" in done.stdout
+
+
+def test_doctor_and_list_show_the_keyless_signer(tmp_path: Path, env: TrustEnv, local: LocalSigstore) -> None:
+    keyless_dist(tmp_path / "site", local)
+    child = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO / "runtime")]),
+             "TRITON_BACKEND_POLICY": "strict"}
+    run = [sys.executable, "-m", "triton_backend_runtime"]
+    listed = subprocess.run([*run, "list", "--json"], capture_output=True, text=True, env=child, timeout=120)
+    row = next(b for b in json.loads(listed.stdout)["backends"] if b["name"] == "demo")
+    assert (row["trust"], row["identity"]["san"], row["identity"]["issuer"]) == ("verified", TEST_IDENTITY,
+                                                                                 TEST_ISSUER)
+    doctor = subprocess.run([*run, "doctor"], capture_output=True, text=True, env=child, timeout=120)
+    assert f"keyless signer: {TEST_IDENTITY} (issuer {TEST_ISSUER}" in doctor.stdout, doctor.stdout

@@ -1,8 +1,9 @@
 """``python -m triton_backend_runtime``: doctor, list, hook and trust commands.
 
 Exit codes: 0 all is well; 1 a checked failure (doctor, list: something excluded, failed or
-rejected; trust list: a bad trust file; trust remove: no such key; trust unpin: no such pin;
-a file that cannot be written); 2 usage or unusable input (a bad option, a key file that
+rejected; trust list: a bad trust file; trust remove: no such key; trust remove-identity: no
+such identity; trust unpin: no such pin; trust root --remove: none pinned; a file that cannot
+be written); 2 usage or unusable input (a bad option, a key file that
 cannot be read or holds no public key). ``--json`` documents carry ``"format": JSON_FORMAT``. A closed pipe
 (``| head``) ends the command quietly (141).
 

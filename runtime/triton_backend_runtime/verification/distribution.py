@@ -176,6 +176,10 @@ def _check_signature(
     if not known and signer is None:
         if failed is not None and failed.code != "sigstore.missing":
             raise failed  # the keyless signature is all that could have vouched for it, and it does not hold
+        limit = _payload_limit(envelope.signatures, trust)
+        if keyless and limit is not None and len(envelope.payload) > limit[0]:  # the budget decode skipped
+            raise ManifestError("limit", where, f"a payload of {len(envelope.payload):,} bytes that no trusted "
+                                f"signer signed; the limit is {limit[0]:,} ({limit[1]})")
         verdict.status = UNVERIFIED
         keyids = ", ".join(s.keyid[:16] for s in envelope.signatures)
         verdict.note = _join(f"signed by {keyids}, not a trusted key" if keyids else "not signed (hash-only manifest)",
