@@ -12,8 +12,9 @@ encoding and signing the statement) come on top.
 ``adopt --wheel-out`` of the same installed distribution, measured in the same run, against
 in-place ``adopt`` at the same ``--jobs`` (target: ratio <= 1.3): it checks the files as
 adopt does, then streams them once into the wheel, deflating them on ``--jobs`` threads. Its
-floor is printed too: zlib's level 1 on the same bytes, blocks on ``--jobs`` threads, no
-reading, hashing or writing (on few cores, deflating is most of what it costs).
+floor is printed too: the writer's deflate (zlib level 1, 1 MiB chunks primed with the 32 KiB
+before each) of the same bytes on ``--jobs`` threads, no reading, hashing or writing (on few
+cores, deflating is most of what it costs).
 
 Each in-place adopt run works on a fresh hard-linked copy of the site-packages (adopt replaces the
 files it writes by renaming, so the copy shares every other file's pages), in a child
@@ -28,13 +29,13 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -94,23 +95,25 @@ def adopt_wheel_out(site: Path, key: Path, jobs: int, scratch: Path) -> float:
 
 
 def deflate_recorded(site: Path, jobs: int) -> float:
-    """The floor of ``--wheel-out``'s extra work: seconds to deflate (zlib level 1, 1 MiB blocks
-    on ``jobs`` threads) the files RECORD hashes, already in memory, one file at a time."""
-    from backend_packager.wheel import filewriter
+    """The floor of ``--wheel-out``'s extra work: seconds to deflate the files RECORD hashes,
+    already in memory, one file at a time, as the writer does (its chunks, each primed with
+    the 32 KiB before it, on ``jobs`` threads), with no reading, hashing or writing."""
+    from backend_packager.wheel import deflate
 
     (record,) = site.glob("triton-*.dist-info/RECORD")
     with record.open(newline="") as stream:
         paths = [site / path for path, digest, _ in csv.reader(stream) if digest and not path.startswith("../")]
 
-    def deflate(block: bytes) -> int:
-        return len(zlib.compressobj(filewriter.LEVEL, zlib.DEFLATED, -15).compress(block))
+    def one(data: bytes, at: int) -> int:
+        history = data[max(0, at - deflate.WINDOW):at]
+        return len(deflate.deflate_chunk(data[at:at + deflate.CHUNK], history, at + deflate.CHUNK >= len(data)))
 
     elapsed = 0.0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for path in paths:
             data = path.read_bytes()
             start = time.perf_counter()
-            sum(pool.map(deflate, [data[i:i + filewriter.BLOCK] for i in range(0, len(data), filewriter.BLOCK)]))
+            sum(pool.map(one, itertools.repeat(data), range(0, max(len(data), 1), deflate.CHUNK)))
             elapsed += time.perf_counter() - start
     return elapsed
 

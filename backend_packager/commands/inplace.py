@@ -68,7 +68,11 @@ def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
         item = by_path.get(path)
         if item is None:
             return None
-        data = read_bounded(item.full, item.artifact.size)
+        try:
+            data = read_bounded(item.full, item.artifact.size)
+        except VerifyError as exc:  # grown, gone or replaced since
+            raise InstalledError("changed", item.full, f"changed since it was checked against RECORD: "
+                                 f"{exc.detail}") from None
         if hashlib.sha256(data).hexdigest() != item.artifact.sha256:
             raise InstalledError("changed", item.full, "changed since it was checked against RECORD")
         return data

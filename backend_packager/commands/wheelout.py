@@ -1,5 +1,5 @@
-"""``adopt --wheel-out``: the checked files streamed once into the output wheel, each compared
-with the digest it was checked with, then planned, sealed and finished as ``migrate`` does."""
+"""``adopt --wheel-out``: the checked files planned and sealed as ``migrate`` does, then
+streamed once into the output wheel, each held to the file as it was checked."""
 
 from __future__ import annotations
 
@@ -37,42 +37,41 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
                       outcome: Adoption, capture: plugininfo.Policy = "off",
                       progress: WheelProgress | None = None, keyless: Keyless | None = None) -> None:
     """``out_dir/<name>-<version>-<tags>.whl``: the wheel the distribution was installed from,
-    less what the installer generated, signed. Written unnamed (the one atomic writer) and
-    named only when whole: a failed or killed run leaves no wheel."""
+    less what the installer generated, signed. Planned and sealed from the checked files
+    first, so that every refusal comes before any deflate work; then each file is streamed
+    once into the wheel. Written unnamed (the one atomic writer) and named only when whole: a
+    failed or killed run leaves no wheel."""
     name = wheel_filename(installed)
     found = _tag_discrepancies(installed, name)
     members = [c for c in checked if not is_installer_file(c.path) and c.path != f"{installed.dist_info}/RECORD"]
     _refuse_other_dist_info(installed, members)
+    contents = dataclasses.replace(contents_of(installed, checked), discrepancies=found,
+                                   names=[*(c.path for c in members), f"{installed.dist_info}/RECORD"])
+    injection = _plan(installed, checked, contents, outcome, capture)
+    bundle = bundle_member(installed.dist_info)
+    added = {**injection.files, manifest_member(installed.dist_info): seal(injection.manifest, key),
+             **keyless_files(injection.manifest, keyless, bundle, installed.full(bundle))}
     confine = Confinement(installed.site)
     replaced = replaced_members(installed.dist_info)  # planned anew, regenerated or dropped
     files = [_source(c, confine) for c in members if c.path not in replaced]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dst = out_dir / name
     source = outcome.source
 
     def on_bytes(member: str, nbytes: int) -> None:
         if progress is not None:
             progress.on_bytes(source, member, nbytes)
 
-    with (
-        atomic_output(str(dst)) as out,
-        FileWheelWriter(installed.dist_info, out.fileno(), files, jobs=jobs, epoch=source_date_epoch(),
-                        progress=on_bytes) as writer,
-    ):
+    writer = FileWheelWriter(installed.dist_info, files, added, jobs=jobs, epoch=source_date_epoch(),
+                             progress=on_bytes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dst = out_dir / name
+    if progress is not None:
+        progress.expect(source, writer.total_bytes)
+    try:
+        with atomic_output(str(dst)) as out:
+            writer.write(out.fileno())
+    finally:
         if progress is not None:
-            progress.expect(source, writer.total_bytes)
-        try:
-            writer.copy_payload()
-            contents = dataclasses.replace(contents_of(installed, checked), discrepancies=found,
-                                           names=[*(c.path for c in members), f"{installed.dist_info}/RECORD"])
-            injection = _plan(installed, checked, contents, outcome, capture)
-            envelope = seal(injection.manifest, key)
-            bundle = bundle_member(installed.dist_info)
-            writer.finish({**injection.files, manifest_member(installed.dist_info): envelope,
-                           **keyless_files(injection.manifest, keyless, bundle, installed.full(bundle))})
-        finally:
-            if progress is not None:
-                progress.on_wheel(source)
+            progress.on_wheel(source)
     outcome.output, outcome.signed_by, outcome.sigstore = dst, key.public.keyid, keyless is not None
 
 
@@ -92,7 +91,8 @@ def _source(item: Checked, confine: Confinement) -> SourceFile:
     def opener() -> int:
         return open_recorded(item.full, confine)[0]  # confined, regular, no final symlink, as when checked
 
-    return SourceFile(item.path, item.artifact.sha256, item.artifact.size, item.mode, item.mtime, item.full, opener)
+    return SourceFile(item.path, item.artifact.sha256, item.artifact.size, item.mode, item.mtime, item.full, opener,
+                      item.identity)
 
 
 def wheel_filename(installed: Installed) -> str:

@@ -7,7 +7,7 @@
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import filewriter, reader, writer
+    from . import deflate, filewriter, reader, writer
     from .filewriter import FileWheelWriter, SourceFile
     from .reader import (
         MAX_MEMBER_SIZE,
@@ -37,6 +37,7 @@ __all__ = [
     "WheelWriter",
     "ZIP_ERRORS",
     "bundle_member",
+    "deflate",
     "escape_name",
     "filewriter",
     "manifest_member",

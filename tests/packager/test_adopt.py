@@ -203,6 +203,30 @@ def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trus
     pip_install(python, str(wheel))  # a regular wheel: pip installs it as it would the original
 
 
+def test_wheel_out_shows_the_progress_bar_on_a_terminal(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
+    """As ``migrate``'s: the bytes streamed into the wheel, on stderr when it is a terminal."""
+    import pty
+
+    master, slave = pty.openpty()
+    exe = Path(sys.executable).parent / "backend-packager"
+    proc = subprocess.Popen([str(exe), "adopt", NAME, "--site-packages", str(site), "--key", str(key_file(trust)),
+                             "--wheel-out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    stdout, _ = proc.communicate()
+    assert proc.returncode == 0, screen
+    assert b"1/1 wheels" in screen and b"100%" in screen
+
+
 def _interrupt_before_record(site: Path, key: Path) -> None:
     """The state a run killed after its manifest and entry points, before RECORD, leaves:
     every file whole, RECORD still the installer's."""
@@ -421,10 +445,11 @@ def _killed_while_holding(module: str, function: str, site: Path, key: Path, out
     assert list(out.iterdir()) == []
 
 
-@pytest.mark.parametrize(("module", "function"), [("wheel.filewriter", "_read_block"), ("commands.wheelout", "seal")])
+@pytest.mark.parametrize(("module", "function"), [("wheel.filewriter", "_read_chunk"),
+                                                  ("wheel.filewriter", "write_record_and_directory")])
 def test_wheel_out_killed_leaves_no_wheel_and_the_next_run_writes_it(module: str, function: str, site: Path,
                                                                       trust: TrustEnv, tmp_path: Path) -> None:
-    """Killed while the files are streamed, or before the manifest is sealed: nothing named."""
+    """Killed while the files are streamed, or before RECORD is written: nothing named."""
     out = tmp_path / "out"
     _killed_while_holding(module, function, site, key_file(trust), out)
     code, doc = cli_adopt(site, "--key", str(key_file(trust)), "--wheel-out", str(out))
@@ -479,11 +504,11 @@ def test_wheel_out_is_the_plain_wheel_migrated_and_rebuilds_byte_identical(site:
                                                                             tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The same members, RECORD and manifest as the plain wheel migrate signed; the same bytes
-    again whatever the thread count (blocks of 1000 bytes: files of several blocks, joined)."""
+    again whatever the thread count (chunks of 1000 bytes: files of several chunks, joined)."""
     from backend_packager.wheel import filewriter
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    monkeypatch.setattr(filewriter, "BLOCK", 1000)
+    monkeypatch.setattr(filewriter, "CHUNK", 1000)
     key = signing.load(key_file(trust))
     expected = _described(_plain_then_migrated(site, key, tmp_path / "before"))
     wheels = []
@@ -498,11 +523,20 @@ def test_wheel_out_is_the_plain_wheel_migrated_and_rebuilds_byte_identical(site:
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-@pytest.mark.parametrize("change", [_edit, _grow], ids=["same-size", "grown"])
+def _edit_library(site: Path) -> str:
+    """A file the plan does not read again: only the stream finds it changed."""
+    path = site / PACKAGE / "lib" / "libfork_driver.so"
+    with path.open("r+b") as stream:  # same size, in place
+        stream.seek(-1, os.SEEK_END)
+        stream.write(b"\xff")
+    return str(path)
+
+
+@pytest.mark.parametrize("change", [_edit, _grow, _edit_library], ids=["same-size", "grown", "library"])
 def test_wheel_out_refuses_a_file_changed_after_the_check(change: Any, site: Path, trust: TrustEnv,
                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file written between the check and the stream: the bytes streamed are not the ones
-    checked; refused, and no wheel is left."""
+    checked; refused, naming the member, and no wheel is left."""
     from backend_packager.commands import adopt as adopt_module
 
     real = adopt_module.check_installed
@@ -518,7 +552,8 @@ def test_wheel_out_refuses_a_file_changed_after_the_check(change: Any, site: Pat
     outcome = adopt(site, NAME, signing.load(key_file(trust)), wheel_out=out)
     assert outcome.error is not None and outcome.error.code == "installed.changed", outcome.error
     assert outcome.error.path == changed[0] and outcome.output is None
-    assert list(out.iterdir()) == []
+    assert change is not _edit_library or f"member {PACKAGE}/lib/libfork_driver.so:" in str(outcome.error)
+    assert not list(out.glob("*"))  # the plan's reads refuse before the output exists
 
 
 # -- plugins: what they say about themselves, captured from the installed files ---------------------
