@@ -160,11 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
     _add_key(mirror)
+    _add_keyless(mirror, attach=False)
     _add_capture(mirror)
     _add_jobs(mirror, "wheels processed in parallel")
     mirror.add_argument("--pass-through-failures", action="store_true",
                         help="serve a wheel that cannot be migrated unchanged instead of leaving it out")
     mirror.add_argument("--no-wait", action="store_true", help="exit 2 at once if another run holds OUTDIR")
+    mirror.add_argument("--upstream-identity", action="append", default=[], metavar="ISSUER=PATTERN",
+                        help="(repeatable) an identity upstream PEP 740 attestations may be signed by: the OIDC "
+                        "issuer, and the SAN exactly or as trust add-identity's pattern (one trailing '*'). Given, "
+                        "every wheel needs its provenance (WHEEL.provenance beside it, or the index's "
+                        "data-provenance), verified offline against the wheel before it is re-signed and recorded "
+                        "in its manifest (provenance.upstream); else that wheel fails (provenance.*)")
     mirror.add_argument("--json", action="store_true", help="print every wheel's result as JSON (format 1)")
     mirror.set_defaults(func=cmd_mirror)
 

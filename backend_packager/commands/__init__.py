@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         recordcheck,
         scaffold,
         scan,
+        upstream,
         verify,
         wheelout,
     )
@@ -63,6 +64,7 @@ __all__ = [
     "scaffold",
     "scan",
     "scan_paths",
+    "upstream",
     "verify",
     "verify_wheel",
     "wheelout",

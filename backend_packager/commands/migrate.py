@@ -112,6 +112,9 @@ class Options:
     warn_plain: bool = True
     #: Sign keylessly too (or instead): a Sigstore bundle beside the manifest (``.keyless``).
     keyless: Keyless | None = None
+    #: The upstream identities ``mirror`` verified the input's PEP 740 attestations against,
+    #: recorded in the manifest's provenance (``provenance.upstream``).
+    upstream: tuple[m.UpstreamIdentity, ...] = ()
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -208,6 +211,8 @@ def plan_migration(
         # Re-signing (e.g. after auditwheel repair): keep what the vendor declared.
         backends, requirements = previous.backends, previous.requirements
         provenance, protocol = previous.provenance, previous.protocol_version
+    if options.upstream:
+        provenance = dataclasses.replace(provenance, upstream=list(options.upstream))
     _refuse_missing_code(backends, contents, outcome)
     _warn_if_foreign(backends, contents, package, outcome)
     injection = assemble.describe(

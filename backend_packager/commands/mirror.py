@@ -31,6 +31,7 @@ checked, and a bad one ignored with a warning (everything is then redone).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -45,9 +46,12 @@ from .mirrorrecords import Entry, Hooks, MirrorError, Result, Run
 from .mirrorsources import discover, unique
 from .mirrorstate import MAX_STATE_BYTES, STATE_FILE, STATE_FORMAT, State, encode_state, load_state
 from .mirrorwork import Context, output_stat, tool, work
+from .upstream import parse_upstream
 
 if TYPE_CHECKING:
-    from ..manifest import Policy, SigningKey
+    from triton_backend_runtime.trust import Identity
+
+    from ..manifest import Keyless, Policy, SigningKey
 
 __all__ = [
     "MAX_STATE_BYTES",
@@ -62,6 +66,7 @@ __all__ = [
     "load_state",
     "locked",
     "mirror",
+    "parse_upstream",
 ]
 
 STAGING_DIR = ".mirror-staging"
@@ -77,10 +82,15 @@ def mirror(
     wait: bool = True,
     hooks: Hooks | None = None,
     capture: Policy = "off",
+    keyless: Keyless | None = None,
+    upstream: tuple[Identity, ...] = (),
 ) -> Run:
     """Bring ``outdir`` up to date with the wheels of ``roots``; see the module docstring.
     ``capture``: whether and where plugins' code runs (:data:`.plugininfo.Policy`); the
-    state records it with the tool, so a change redoes every wheel."""
+    state records it with the tool, so a change redoes every wheel. ``keyless``: each migrated
+    wheel's statement signed by Sigstore too (recorded with the tool likewise). ``upstream``:
+    the identities each wheel's PEP 740 provenance must be signed by (:mod:`.upstream`), checked
+    before it is re-signed; recorded with the tool too."""
     hooks = hooks or Hooks()
     outdir.mkdir(parents=True, exist_ok=True)
     with locked(outdir, wait, hooks.waiting):
@@ -89,7 +99,8 @@ def mirror(
         staging = _fresh_staging(outdir)
         try:
             mirrorindex.prune(outdir)  # what a killed run left
-            ctx = Context(outdir, staging, key, tool(capture), pass_through, hooks, previous, capture)
+            ctx = Context(outdir, staging, key, tool(capture, keyless is not None) + _upstream_tag(upstream),
+                          pass_through, hooks, previous, capture, keyless, upstream)
             sources, duplicates = unique(sources)
             if hooks.start:
                 hooks.start([s.path for s in sources])
@@ -114,6 +125,14 @@ def mirror(
         shutil.rmtree(staging, ignore_errors=True)
     results.sort(key=lambda r: (r.filename, r.source))
     return Run(outdir, key.public.keyid, results, state_warnings + warnings)
+
+
+def _upstream_tag(upstream: tuple[Identity, ...]) -> str:
+    """The listed upstream identities, for the state's tool: another list redoes every wheel."""
+    if not upstream:
+        return ""
+    listed = "\n".join(sorted(f"{i.issuer}={i.pattern}" for i in upstream))
+    return f"; upstream={hashlib.sha256(listed.encode()).hexdigest()[:16]}"
 
 
 def _step(hooks: Hooks, name: str) -> None:

@@ -40,6 +40,10 @@ class Source:
     project: str
     expected_sha256: str | None = None
     root: Path | None = None  # resolved; None: the path's own directory
+    #: Its PEP 740 provenance: ``<wheel>.provenance`` beside a wheel of a directory (read when
+    #: it exists), or the file a source index's ``data-provenance`` names (which must exist).
+    provenance: Path | None = None
+    provenance_named: bool = False
 
 
 @dataclass
@@ -60,6 +64,10 @@ class Entry:
     plugins: list[str] = field(default_factory=list)
     error: dict[str, str] | None = None
     core: str | None = None  # the Triton package whose core the wheel carries
+    #: The upstream identities (issuer, identity, kind) whose PEP 740 attestations verified,
+    #: and the sha256 of the provenance they were read from; [] and None without --upstream-identity.
+    upstream: list[dict[str, str]] = field(default_factory=list)
+    provenance_sha256: str | None = None
 
     def found(self) -> str:
         """What the wheel carries of Triton, in words ("nothing Triton" for a copied ``requests``)."""
@@ -97,6 +105,7 @@ class Result:
             "plugins": entry.plugins if entry else [],
             "core": entry.core if entry else None,
             "found": entry.found() if entry and entry.kind != FAILED else None,
+            "upstream": entry.upstream if entry else [],
             "error": self.error,
             "warnings": self.warnings,
             "seconds": round(self.seconds, 3),

@@ -17,6 +17,7 @@ from ..formats import simpleindex
 from .confined import open_confined, read_confined, symlink_error
 from .mirrorrecords import INDEX_DIR, MirrorError, Result, Source, failure
 from .mirrorstate import plain_wheel_name
+from .upstream import PROVENANCE_SUFFIX as PROVENANCE
 
 __all__ = ["MAX_HREF", "MAX_PAGE_BYTES", "discover", "unique"]
 
@@ -77,14 +78,15 @@ def _wheel_dir(root: Path) -> tuple[list[Source], list[Result]]:
             failures.append(failure(entry.name, str(path), InputError(
                 "not-a-file", str(path), "not a regular file (a directory, FIFO or device): not mirrored")))
         else:
-            _add_source(path, entry.name, None, confine, sources, failures)
+            _add_source(path, entry.name, None, confine, sources, failures, path.with_name(entry.name + PROVENANCE))
     return sources, failures
 
 
 def _add_source(path: Path, filename: str, sha256: str | None, root: Path, sources: list[Source],
-                failures: list[Result]) -> None:
+                failures: list[Result], provenance: Path | None = None, named: bool = False) -> None:
     """A wheel whose file name says its project (PEP 427), a plain name of a file in OUTDIR;
-    any other name is this file's failure."""
+    any other name is this file's failure. ``provenance``: where its PEP 740 provenance is
+    (``named``: a source index names it, so it must be there)."""
     where = str(path)
     if not plain_wheel_name(filename):
         failures.append(failure(filename[:255], where, MirrorError("filename", where, "not a plain wheel file "
@@ -95,7 +97,7 @@ def _add_source(path: Path, filename: str, sha256: str | None, root: Path, sourc
     except InvalidWheelFilename as exc:
         failures.append(failure(filename, where, MirrorError("filename", where, str(exc))))
         return
-    sources.append(Source(path, filename, canonicalize_name(name), sha256, root))
+    sources.append(Source(path, filename, canonicalize_name(name), sha256, root, provenance, named))
 
 
 def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], int]:
@@ -125,8 +127,13 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
             if name is None:
                 skipped += 1
                 continue
+            try:
+                provenance = _provenance_target(page, base, link.provenance, root)
+            except MirrorError as exc:
+                failures.append(failure(name, f"{page}: {link.provenance}"[:400], exc))
+                continue
             before = len(failures)
-            _add_source(path, name, link.sha256, confine, sources, failures)
+            _add_source(path, name, link.sha256, confine, sources, failures, provenance, provenance is not None)
             if len(failures) == before:
                 try:
                     os.close(open_confined(path, confine)[0])
@@ -142,9 +149,22 @@ def _link_name(href: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in name)[:200] or "?"
 
 
+def _provenance_target(page: Path, base: str, href: str | None, root: Path) -> Path | None:
+    """The file a link's ``data-provenance`` (PEP 740) names, resolved as its href is; None
+    without one. A URL that cannot be used is the wheel's failure, as a bad href is."""
+    if href is None:
+        return None
+    return _resolve(f"{page}: {href[:200]}", base, href, root)[1]
+
+
 def _link_target(page: Path, base: str, href: str, root: Path) -> tuple[str | None, Path]:
     """(file name, path inside ``root``) of a relative link; (None, ...) for a link to no wheel."""
-    where = f"{page}: {href[:200]}"
+    return _resolve(f"{page}: {href[:200]}", base, href, root, wheels_only=True)
+
+
+def _resolve(where: str, base: str, href: str, root: Path, wheels_only: bool = False) -> tuple[str | None, Path]:
+    """(file name, path inside ``root``) of a relative URL of a page under ``base``; with
+    ``wheels_only``, (None, ``root``) for a URL naming no wheel, before it is checked further."""
     if len(href) > MAX_HREF:
         raise MirrorError("source", where, f"a link of {len(href)} characters (more than {MAX_HREF})")
     parts = urlsplit(href)
@@ -155,7 +175,7 @@ def _link_target(page: Path, base: str, href: str, root: Path) -> tuple[str | No
     except UnicodeDecodeError:
         raise MirrorError("source", where, "bad percent-encoding (not UTF-8)") from None
     name = rel.rsplit("/", 1)[-1]
-    if not name.endswith(".whl"):
+    if wheels_only and not name.endswith(".whl"):
         return None, root
     if any(not c.isprintable() for c in rel) or "\\" in rel:
         raise MirrorError("source", where, "a NUL, control character or backslash in the link")

@@ -17,7 +17,8 @@ __all__ = ["MAX_STATE_BYTES", "STATE_FILE", "STATE_FORMAT", "State", "encode_sta
 STATE_FILE = ".mirror-state.json"
 #: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
 #: 3: each entry records the Triton core the wheel carries (``core``).
-STATE_FORMAT = 3
+#: 4: each entry records the upstream identities checked and its provenance's sha256.
+STATE_FORMAT = 4
 #: Bounds on what is read back: the state (~1 kB a wheel).
 MAX_STATE_BYTES = 64 << 20
 
@@ -67,6 +68,10 @@ _ENTRY_TYPES: dict[str, Callable[[Any], bool]] = {
     "core": lambda v: v is None or (isinstance(v, str) and v.isidentifier()),
     "error": lambda v: v is None or (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
                                      and set(v) == {"code", "path", "message"}),
+    "upstream": lambda v: isinstance(v, list) and all(
+        isinstance(x, dict) and set(x) == {"issuer", "identity", "kind"} and all(isinstance(y, str) for y in x.values())
+        for x in v),
+    "provenance_sha256": lambda v: v is None or (isinstance(v, str) and len(v) == 64),
 }
 
 

@@ -17,12 +17,16 @@ from triton_backend_runtime.base import describe
 
 from .. import __version__
 from ..base import TrustError, atomic_output, checkpoint, sha256_pread, worker_pool
-from .confined import is_regular, open_confined
+from .confined import is_regular, open_confined, read_confined
 from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
 from .mirrorstate import State
+from .upstream import MAX_PROVENANCE_BYTES, ProvenanceError, check_provenance
 
 if TYPE_CHECKING:
-    from ..manifest import Policy, SigningKey
+    from triton_backend_runtime.manifest import UpstreamIdentity
+    from triton_backend_runtime.trust import Identity
+
+    from ..manifest import Keyless, Policy, SigningKey
 
 __all__ = ["CHUNK", "Context", "Finish", "Hasher", "output_stat", "tool", "work"]
 
@@ -41,6 +45,10 @@ class Context:
     hooks: Hooks
     previous: State | None
     capture: Policy = "off"
+    keyless: Keyless | None = None
+    #: The identities upstream PEP 740 attestations must be signed by (``--upstream-identity``);
+    #: none: provenance is not read.
+    upstream: tuple[Identity, ...] = ()
     #: Outputs written into staging by this run: linked into the new index from there, then
     #: renamed into OUTDIR once that index is served.
     staged: list[str] = field(default_factory=list)
@@ -138,6 +146,8 @@ def _process(source: Source, ctx: Context, jobs: int, hasher: Hasher, opened: li
     opened.append(fd)
     fingerprint = _identity(info)
     old = ctx.previous.entries.get(source.filename) if ctx.previous else None
+    if ctx.upstream:
+        return _attested(source, fd, ctx, jobs, fingerprint, old, hasher, opened)
     if old is not None and old.stat == fingerprint and _reusable(old, source, ctx, old.sha256):
         return _ready(_unchanged(old, source))
     if old is None:
@@ -148,6 +158,35 @@ def _process(source: Source, ctx: Context, jobs: int, hasher: Hasher, opened: li
         old.stat, old.source = fingerprint, str(source.path)
         return _ready(_unchanged(old, source))
     return _migrate(source, fd, ctx, jobs, fingerprint, _known(sha256), hasher, opened)
+
+
+def _attested(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list[int], old: Entry | None,
+              hasher: Hasher, opened: list[int]) -> Finish:
+    """With ``--upstream-identity``: the wheel's PEP 740 provenance verified against the
+    wheel's own sha256 and the listed identities before it is migrated; the last result
+    holds only for the same wheel and the same provenance bytes. No provenance, one that does
+    not verify, or one by another identity is this wheel's failure, never served."""
+    where = str(source.provenance or source.path)
+    data = _provenance(source)
+    sha256 = _checked(source, sha256_pread(fd))
+    digest = hashlib.sha256(data).hexdigest() if data is not None else None
+    if digest is not None and old is not None and old.provenance_sha256 == digest and _reusable(old, source, ctx,
+                                                                                                 sha256):
+        old.stat, old.source = fingerprint, str(source.path)
+        return _ready(_unchanged(old, source))
+    if data is None:
+        raise ProvenanceError("missing", str(source.path), "no PEP 740 provenance (a <wheel>.provenance file, or "
+                              "the index's data-provenance): --upstream-identity requires one for every wheel")
+    upstream = check_provenance(data, source.filename, sha256, ctx.upstream, where)
+    return _migrate(source, fd, ctx, jobs, fingerprint, _known(sha256), hasher, opened, (upstream, digest))
+
+
+def _provenance(source: Source) -> bytes | None:
+    """The provenance's bytes, None when a directory's wheel has none beside it (a file the
+    index names must be there); read as inputs are, confined to the source tree."""
+    if source.provenance is None or (not source.provenance_named and not os.path.lexists(source.provenance)):
+        return None
+    return read_confined(source.provenance, source.root or source.path.parent.resolve(), MAX_PROVENANCE_BYTES)
 
 
 def _ready(result: Result) -> Finish:
@@ -203,22 +242,29 @@ def output_stat(path: Path) -> list[int]:
     return _identity(info) if is_regular(info.st_mode) else []
 
 
-def tool(capture: Policy) -> str:
-    """What made the outputs: the packager's version, and how plugins were asked (a manifest
-    records ``not-run`` or what the plugin reported, so another choice is another output)."""
-    return __version__ if capture == "off" else f"{__version__}; capture-plugins={capture}"
+def tool(capture: Policy, sigstore: bool = False) -> str:
+    """What made the outputs: the packager's version, how plugins were asked (a manifest
+    records ``not-run`` or what the plugin reported, so another choice is another output), and
+    whether a Sigstore bundle signs them too."""
+    made = __version__ if capture == "off" else f"{__version__}; capture-plugins={capture}"
+    return f"{made}; sigstore" if sigstore else made
 
 
 def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list[int], input_hash: Future[str],
-             hasher: Hasher, opened: list[int]) -> Finish:
+             hasher: Hasher, opened: list[int],
+             attested: tuple[list[UpstreamIdentity], str | None] = ([], None)) -> Finish:
     """Migrate into staging; keep the output when the wheel has a backend or a plugin, else
     copy the input through; a failure is served as it is only with ``pass_through``. Nothing
-    is staged for the index before the input's sha256 is known and checked."""
+    is staged for the index before the input's sha256 is known and checked. ``attested``: the
+    upstream identities checked (recorded in the manifest and the state) and the sha256 of
+    the provenance they were read from."""
+    upstream, provenance_sha256 = attested
     from .migrate import Options, migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
 
     staged = ctx.staging / source.filename
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
-                            options=Options(source_fd=fd, capture=ctx.capture, warn_plain=False))
+                            options=Options(source_fd=fd, capture=ctx.capture, warn_plain=False,
+                                            keyless=ctx.keyless, upstream=tuple(upstream)))
     kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
     output_hash = None
     if kind == MIGRATED:
@@ -232,6 +278,8 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
                       kind != FAILED or ctx.pass_through, None, [], ctx.key.public.keyid, [], [])
         if kind != FAILED:
             entry.core = outcome.core
+        entry.upstream = [{"issuer": u.issuer, "identity": u.identity, "kind": u.kind} for u in upstream]
+        entry.provenance_sha256 = provenance_sha256
         if kind == MIGRATED:
             entry.backends, entry.plugins = outcome.backends, outcome.plugins
             entry.output_sha256 = output_hash.result() if output_hash else None

@@ -15,8 +15,9 @@ pip reads ``index.html`` from a ``file://`` directory URL; the JSON is for clien
 for PEP 691 (a web server in front of the tree can serve it by content negotiation).
 PEP 629's ``pypi:repository-version`` meta tag is set to 1.0.
 
-Reading (:func:`links`) parses a PEP 503 project page of a source index: the anchors' hrefs
-and the ``sha256`` fragment each may carry. Nothing else on the page is trusted; a page the
+Reading (:func:`links`) parses a PEP 503 project page of a source index: the anchors' hrefs,
+the ``sha256`` fragment each may carry, and PEP 740's ``data-provenance`` attribute (the URL of
+the file's provenance object). Nothing else on the page is trusted; a page the
 parser cannot read is one :class:`PageError`, never another exception.
 """
 
@@ -48,10 +49,12 @@ class IndexFile:
 
 @dataclass(frozen=True)
 class Link:
-    """One anchor of a PEP 503 page: the href without its fragment, and the sha256 it names."""
+    """One anchor of a PEP 503 page: the href without its fragment, the sha256 it names, and
+    the URL of its PEP 740 provenance (``data-provenance``) as written, if any."""
 
     href: str
     sha256: str | None
+    provenance: str | None = None
 
 
 def pages(files: Iterable[IndexFile]) -> dict[str, bytes]:
@@ -112,13 +115,14 @@ def _json(doc: object) -> bytes:
 class _Anchors(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.hrefs: list[str] = []
+        self.hrefs: list[tuple[str, str | None]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
-            href = dict(attrs).get("href")
+            named = dict(attrs)
+            href = named.get("href")
             if href:
-                self.hrefs.append(href)
+                self.hrefs.append((href, named.get("data-provenance") or None))
 
 
 class PageError(ValueError):
@@ -136,9 +140,9 @@ def links(page: str) -> list[Link]:
     except (AssertionError, ValueError, IndexError, RecursionError) as exc:
         raise PageError(f"not a readable HTML page ({type(exc).__name__})") from None
     found = []
-    for href in parser.hrefs:
+    for href, provenance in parser.hrefs:
         url, _, fragment = href.partition("#")
         algo, _, digest = fragment.partition("=")
         digest = digest.lower()
-        found.append(Link(url, digest if algo == "sha256" and _HEX64.match(digest) else None))
+        found.append(Link(url, digest if algo == "sha256" and _HEX64.match(digest) else None, provenance))
     return found

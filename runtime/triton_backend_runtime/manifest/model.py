@@ -33,7 +33,8 @@ __all__ = [
     "MAX_UNSIGNED_MANIFEST_VALUES", "Manifest", "OnFailure",
     "PLUGIN_V1_SYMBOLS", "PLUGIN_V2_SYMBOL", "PROTOCOL_VERSION",
     "PassPlacement", "Phase", "Plugin", "PluginApi", "PluginContract", "PluginDialect", "PluginInfo", "PluginPass",
-    "Provenance", "Repair", "Requirements", "SCHEMA_MAJOR", "SCHEMA_MINOR", "SCHEMA_URI", "SCHEMA_VERSION", "Symbol",
+    "Provenance", "Repair", "Requirements", "UpstreamIdentity",
+    "SCHEMA_MAJOR", "SCHEMA_MINOR", "SCHEMA_URI", "SCHEMA_VERSION", "Symbol",
     "VersionNeed", "check_version", "file_kind", "from_json", "from_value", "is_installer_file", "json_schema",
     "to_json",
 ]
@@ -46,7 +47,8 @@ SCHEMA_MAJOR = 1
 #: 1.3 added ``ElfInfo.interpreter`` (PT_INTERP; absent before 1.3, and for libraries).
 #: 1.4 added ``PluginInfo.ran_in`` (where the plugin ran when it reported; absent before 1.4)
 #: and the capture failures ``not-run`` and ``no-sandbox``.
-SCHEMA_MINOR = 4
+#: 1.5 added ``Provenance.upstream`` (the PEP 740 identities ``mirror`` checked; default []).
+SCHEMA_MINOR = 5
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
 _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
@@ -356,6 +358,16 @@ class Repair:
 
 
 @dataclass
+class UpstreamIdentity:
+    """Who signed the wheel upstream, as ``mirror`` checked before re-signing it: a PEP 740
+    attestation's Fulcio certificate, its OIDC issuer and SAN."""
+
+    issuer: Annotated[str, "The OIDC issuer the certificate records"]
+    identity: Annotated[str, "The certificate's subject alternative name (a workflow URI or e-mail)"]
+    kind: Annotated[Literal["pep740"], "How it was attested: 'pep740', a PEP 740 attestation"] = "pep740"
+
+
+@dataclass
 class Provenance:
     """Whether the manifest was written at build time or added to a legacy wheel."""
 
@@ -367,6 +379,12 @@ class Provenance:
         _REPAIRS,
         "Where the legacy wheel's RECORD or file-name tags disagreed with its contents, each repaired "
         "from the contents (`migrate --rewrite-record`); empty when the input agreed with itself",
+    ] = field(default_factory=list)
+    upstream: Annotated[
+        list[UpstreamIdentity],
+        _NAMES,
+        "The upstream identities whose PEP 740 attestations of the input wheel `mirror` verified before "
+        "re-signing it (schema 1.5); empty when none was checked",
     ] = field(default_factory=list)
 
 

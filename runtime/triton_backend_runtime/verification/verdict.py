@@ -18,7 +18,9 @@ from ..base import Reason, Trust
 if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
     from ..manifest import Plugin
 
-__all__ = ["BackendClaim", "KeylessIdentity", "PluginClaim", "PluginTerms", "Verdict", "plugin_terms"]
+__all__ = [
+    "BackendClaim", "KeylessIdentity", "PluginClaim", "PluginTerms", "UpstreamSigner", "Verdict", "plugin_terms"
+]
 
 
 @dataclass
@@ -99,6 +101,16 @@ class KeylessIdentity:
 
 
 @dataclass
+class UpstreamSigner:
+    """An upstream identity the manifest records (``provenance.upstream``): who signed the
+    wheel before the mirror that re-signed it checked it (schema 1.5)."""
+
+    issuer: str
+    identity: str
+    kind: str
+
+
+@dataclass
 class Verdict:
     """The outcome for one distribution with a manifest."""
 
@@ -122,4 +134,6 @@ class Verdict:
     lent: dict[str, list[str]] = field(default_factory=dict)
     #: The trusted identity whose keyless signature verified and counted; None without one.
     keyless: KeylessIdentity | None = None
+    #: The upstream identities the manifest records (``provenance.upstream``); [] before 1.5.
+    upstream: list[UpstreamSigner] = field(default_factory=list)
 
