@@ -87,7 +87,7 @@ def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out
         if against is not None:
             check_against(installed, checked, key, against, outcome)
         if wheel_out is not None:
-            adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture, progress)
+            adopt_into_wheel(installed, checked, wheel_out, key, jobs, outcome, capture, progress, keyless)
         else:
             adopt_in_place(installed, checked, key, outcome, capture, keyless)
     except TrustError as exc:

@@ -18,13 +18,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.projects import Keypair, keygen
+from helpers import adopted
+from helpers.adopted import DIST_INFO, cli_adopt, key_file
+from helpers.disttree import TrustEnv
+from helpers.projects import Keypair, keygen, record_hash
 from helpers.sigstoreca import TEST_IDENTITY, TEST_ISSUER, LocalSigstore, make_local_sigstore
 from helpers.wheels import backend_files, write_wheel
 from triton_backend_runtime.base import SIGSTORE_BUNDLE_FILENAME
 
 from backend_packager.base import KeylessError
 from backend_packager.manifest import keyless
+
+#: The installed fork backend ``adopt`` signs (a pip install copied per test) and a trust env.
+fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust
 
 #: Where sigstore-python's ``detect_credential`` looks for a CI's ambient credential.
 CI_VARIABLES = ("GITHUB_ACTIONS", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL",
@@ -201,6 +207,38 @@ def test_resigning_drops_the_bundle_it_does_not_replace(
                      "--key", str(key.private))
     assert again.returncode == 0, again.stderr
     assert not any(m.endswith(SIGSTORE_BUNDLE_FILENAME) for m in members(tmp_path / "again" / wheel.name))
+
+
+# -- adopt: in place and -o ----------------------------------------------------------------
+
+
+def test_adopt_attaches_the_bundle_in_place_and_drops_it_when_signed_again_without(
+    site: Path, trust: TrustEnv, sigstore: LocalSigstore, tmp_path: Path
+) -> None:
+    key = str(key_file(trust))
+    assert cli_adopt(site, "--key", key)[0] == 0
+    envelope = json.loads((site / DIST_INFO / "triton_backend.dsse.json").read_bytes())
+    bundle = tmp_path / "adopted.sigstore.json"
+    bundle.write_bytes(sigstore.sign_dsse(base64.b64decode(envelope["payload"]), identity=TEST_IDENTITY,
+                                          issuer=TEST_ISSUER))
+    code, doc = cli_adopt(site, "--key", key, "--sigstore-bundle", str(bundle))
+    assert code == 0, doc
+    assert doc["distributions"][0]["sigstore"] is True
+    written = site / DIST_INFO / SIGSTORE_BUNDLE_FILENAME
+    assert written.read_bytes() == bundle.read_bytes()
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in (site / DIST_INFO / "RECORD").read_text().splitlines()}
+    assert rows[f"{DIST_INFO}/{SIGSTORE_BUNDLE_FILENAME}"] == [record_hash(written.read_bytes()),
+                                                                str(len(written.read_bytes()))]
+    # -o: the same bundle in the written wheel, beside its manifest
+    code, doc = cli_adopt(site, "--key", key, "--sigstore-bundle", str(bundle), "-o", str(tmp_path / "out"))
+    assert code == 0, doc
+    out = Path(doc["distributions"][0]["output"])
+    assert members(out)[f"{DIST_INFO}/{SIGSTORE_BUNDLE_FILENAME}"] == bundle.read_bytes()
+    # Signed again without it: the bundle (of a statement no longer guaranteed the manifest's) goes.
+    code, doc = cli_adopt(site, "--key", key)
+    assert code == 0, doc
+    assert not written.exists()
+    assert f"{DIST_INFO}/{SIGSTORE_BUNDLE_FILENAME}" not in (site / DIST_INFO / "RECORD").read_text()
 
 
 # -- refusals by code ---------------------------------------------------------------------
