@@ -83,6 +83,7 @@ def test_pattern_rules(pattern: str, san: str, expected: bool) -> None:
     "*@example.com",
     "http://github.com/vendor/*",  # https only with a '*'
     "a b",
+    "https://host.test/a/b#frag",  # '#' would start the line's comment in the identities file
     "",
 ])
 def test_patterns_that_are_refused(pattern: str) -> None:

@@ -88,9 +88,9 @@ def matches(pattern: str, san: str) -> bool:
 
 
 def _pattern_problem(pattern: str) -> str | None:
-    blank = any(c.isspace() for c in pattern)
+    blank = any(c.isspace() for c in pattern) or "#" in pattern  # '#' starts a trust file's comment
     if not pattern or len(pattern) > MAX_PATTERN_CHARS or not pattern.isprintable() or blank:
-        return f"an identity is 1 to {MAX_PATTERN_CHARS} printable characters without blanks"
+        return f"an identity is 1 to {MAX_PATTERN_CHARS} printable characters without blanks or '#'"
     if "*" not in pattern:
         return None
     if pattern.count("*") > 1 or not pattern.endswith("*"):
@@ -102,7 +102,7 @@ def _pattern_problem(pattern: str) -> str | None:
 
 def parse_identity(issuer: str, pattern: str, where: str, comment: str = "") -> Identity:
     """An identity as ``trust add-identity`` takes it; TrustStoreError ``identity-format`` otherwise."""
-    if len(issuer) > MAX_PATTERN_CHARS or not _ISSUER.fullmatch(issuer):
+    if len(issuer) > MAX_PATTERN_CHARS or not _ISSUER.fullmatch(issuer) or "#" in issuer:
         raise TrustStoreError("identity-format", where, f"issuer {issuer[:100]!r} is not a URL (SCHEME://HOST[/PATH])")
     problem = _pattern_problem(pattern)
     if problem is not None:
