@@ -210,6 +210,8 @@ def test_a_source_index_serves_provenance_by_data_provenance(src: Path, wheels: 
 
 
 def test_a_bad_upstream_identity_is_a_usage_error(src: Path, keys: tuple, tmp_path: Path) -> None:
-    for bad in ("no-equals-sign", f"{GITHUB}=https://github.com/*", "not a url=x"):
+    for bad, why in (("no-equals-sign", "input.upstream-identity"), (f"{GITHUB}=https://github.com/*",
+                     "trust.identity-format"), ("not a url=x", "trust.identity-format")):
         code, doc, _ = run_mirror(src, tmp_path / "out", keys[0], "--upstream-identity", bad)
-        assert code == 2, bad
+        assert (code, doc["error"]["code"]) == (2, why), bad
+    assert not (tmp_path / "out").exists()
