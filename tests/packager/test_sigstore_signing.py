@@ -21,7 +21,7 @@ import pytest
 from helpers import adopted
 from helpers.adopted import DIST_INFO, cli_adopt, key_file
 from helpers.disttree import TrustEnv
-from helpers.projects import Keypair, keygen, record_hash
+from helpers.projects import Keypair, build_env, built_wheel, copy_example, keygen, python_build, record_hash
 from helpers.sigstoreca import TEST_IDENTITY, TEST_ISSUER, LocalSigstore, make_local_sigstore
 from helpers.wheels import backend_files, write_wheel
 from triton_backend_runtime.base import SIGSTORE_BUNDLE_FILENAME
@@ -143,6 +143,24 @@ def test_build_with_sigstore_and_no_token_fails_before_the_inner_build(tmp_path:
     assert "tool.backend-packager.sigstore is true but there is no OIDC identity token" in proc.stderr, proc.stderr
     assert "no_such_inner_backend" not in proc.stderr
     assert not (tmp_path / "dist").exists()
+
+
+def test_build_attaches_a_bundle_byte_identically(key: Keypair, sigstore: LocalSigstore, tmp_path: Path) -> None:
+    project = copy_example("setuptools_backend", tmp_path / "src")
+    first = built_wheel(project, tmp_path / "first", build_env(key))
+    envelope = json.loads(members(first)[dist_info_file(first, "triton_backend.dsse.json")])
+    bundle = tmp_path / "release.sigstore.json"
+    bundle.write_bytes(sigstore.sign_dsse(base64.b64decode(envelope["payload"]), identity=TEST_IDENTITY,
+                                          issuer=TEST_ISSUER))
+    attached = build_env(key, BACKEND_PACKAGER_SIGSTORE_BUNDLE=str(bundle))
+    wheels = [built_wheel(project, tmp_path / run, attached) for run in ("one", "two")]
+    assert wheels[0].read_bytes() == wheels[1].read_bytes()
+    assert members(wheels[0])[dist_info_file(wheels[0], SIGSTORE_BUNDLE_FILENAME)] == bundle.read_bytes()
+    other = tmp_path / "other.sigstore.json"
+    other.write_bytes(sigstore.sign_dsse(b'{"other": 1}', identity=TEST_IDENTITY, issuer=TEST_ISSUER))
+    refused = python_build(project, tmp_path / "refused", "--wheel",
+                           env=build_env(key, BACKEND_PACKAGER_SIGSTORE_BUNDLE=str(other)))
+    assert refused.returncode != 0 and "the bundle signs another statement" in refused.stderr, refused.stderr[-2000:]
 
 
 # -- --sigstore-bundle: attached, RECORD-listed, byte-identical ----------------------------
