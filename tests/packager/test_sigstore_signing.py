@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,8 +24,10 @@ from helpers.adopted import DIST_INFO, cli_adopt, key_file
 from helpers.disttree import TrustEnv
 from helpers.projects import Keypair, build_env, built_wheel, copy_example, keygen, python_build, record_hash
 from helpers.sigstoreca import TEST_IDENTITY, TEST_ISSUER, LocalSigstore, make_local_sigstore
-from helpers.wheels import backend_files, write_wheel
+from helpers.wheels import backend_files, pip_install, write_wheel
 from triton_backend_runtime.base import SIGSTORE_BUNDLE_FILENAME
+from triton_backend_runtime.site import discovery
+from triton_backend_runtime.verification.distribution import verify_distribution
 
 from backend_packager.base import KeylessError
 from backend_packager.manifest import keyless
@@ -204,6 +207,24 @@ def test_keyless_only_wheel_verifies_for_the_trusted_identity_alone(
     other = packager("verify", str(output), "--trust-identity", f"{TEST_ISSUER}=https://github.com/other/*",
                      "--sigstore-root", str(sigstore.trusted_root_path))
     assert other.returncode == 1 and "sigstore.identity" in other.stdout
+
+
+def test_the_runtime_verifies_a_keyless_only_wheel_for_the_trusted_identity(
+    wheel: Path, bundle: Path, sigstore: LocalSigstore, trust: TrustEnv, tmp_path: Path
+) -> None:
+    """What the packager writes is what import checks: installed by pip, the hash-only manifest
+    and its bundle verify for an identity alone (no key trusted), with the local root pinned."""
+    migrated = packager("migrate", str(wheel), "-o", str(tmp_path / "out"), "--sigstore-bundle", str(bundle))
+    assert migrated.returncode == 0, migrated.stderr
+    site = tmp_path / "site"
+    pip_install(Path(sys.executable), tmp_path / "out" / wheel.name, site)
+    (trust.trust / "vendor.pub").unlink()
+    (trust.trust / "identities").write_text(f"{TEST_ISSUER} {TEST_IDENTITY}\n")
+    shutil.copyfile(sigstore.trusted_root_path, trust.trust / "sigstore-root.json")
+    dist = next(d for d in discovery.discover([str(site)], in_tree=False).distributions if d.key == "keyless-backend")
+    verdict = verify_distribution(dist, trust.context())
+    assert (verdict.status, verdict.problem) == ("verified", None), verdict.problem
+    assert verdict.keyless is not None and verdict.keyless.san == TEST_IDENTITY
 
 
 def test_verify_without_identities_checks_the_payload_only(
