@@ -287,6 +287,10 @@ def keyless_signing(cfg: config_mod.Config, environ: dict[str, str] | None = Non
         raise ConfigError("sigstore", "pyproject.toml", f"{config_mod.TABLE}.sigstore is true but there is no OIDC "
                           f"identity token: set {kl.IDENTITY_TOKEN_ENV}, or build in CI with an ambient credential "
                           "(GitHub Actions: permissions: id-token: write)")
+    problem = kl.token_problem(token)
+    if problem is not None:
+        raise ConfigError("sigstore", "ambient credential" if ambient else kl.IDENTITY_TOKEN_ENV,
+                          f"not a usable OIDC identity token: {problem}")
     return kl.Keyless(token=token, ambient=ambient, staging=cfg.sigstore_staging,
                       source="ambient credential" if ambient else kl.IDENTITY_TOKEN_ENV)
 

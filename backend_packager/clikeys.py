@@ -89,6 +89,9 @@ def keyless_signing(args: argparse.Namespace, *, attach: bool = True) -> Any:
     text = token.decode("utf-8", "replace").strip()
     if not text:
         raise InputError("sigstore", source if source != "ambient credential" else "--sigstore", NO_TOKEN)
+    problem = kl.token_problem(text)
+    if problem is not None:
+        raise InputError("sigstore", source, f"not a usable OIDC identity token: {problem}")
     return kl.Keyless(token=text, ambient=ambient, staging=args.sigstore_staging, source=source)
 
 

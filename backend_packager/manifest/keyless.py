@@ -26,7 +26,7 @@ from ..base import KeylessError, TrustError
 
 __all__ = [
     "EXTRA_HINT", "IDENTITY_TOKEN_ENV", "IN_TOTO_PAYLOAD_TYPE", "Keyless", "MAX_BUNDLE_BYTES", "MAX_TOKEN_BYTES",
-    "bundle_for", "check_bundle", "detect_ambient", "keyless_files", "require_sigstore"
+    "bundle_for", "check_bundle", "detect_ambient", "keyless_files", "require_sigstore", "token_problem"
 ]
 
 #: (MAX_BUNDLE_BYTES is the runtime's: a bundle it would refuse unread is refused here too.)
@@ -117,17 +117,38 @@ def _signer(keyless: Keyless) -> Any:
     if keyless._session.signer is not None:
         return keyless._session.signer
     from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken
     from sigstore.sign import SigningContext
 
-    token = IdentityToken(keyless.token or "")
-    if not token.in_validity_period() and keyless.ambient:
-        token = IdentityToken(detect_ambient() or "")  # a long build outlives a CI token
     config = ClientTrustConfig.staging() if keyless.staging else ClientTrustConfig.production()
     context = SigningContext.from_trust_config(config)
-    with context.signer(token, cache=True) as signer:
+    with context.signer(_identity(keyless), cache=True) as signer:
         keyless._session.signer = signer
     return signer
+
+
+def _identity(keyless: Keyless) -> Any:
+    """sigstore's IdentityToken; an ambient one that expired meanwhile (a long build outlives a
+    CI token) fetched again."""
+    from sigstore.oidc import IdentityError, IdentityToken
+
+    try:
+        return IdentityToken(keyless.token or "")
+    except IdentityError:
+        if not keyless.ambient:
+            raise
+    return IdentityToken(detect_ambient() or "")
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` is not an identity token sigstore can sign with now (not a JWT, no
+    ``aud``/``sub``/``iss``, expired), or None: said before any work, not at the first wheel."""
+    from sigstore.oidc import IdentityToken
+
+    try:
+        IdentityToken(token)
+    except Exception as exc:  # sigstore's IdentityError, and jwt's for what is not a JWT at all
+        return describe(exc)
+    return None
 
 
 def check_bundle(data: bytes, payload: bytes | None, where: str) -> None:

@@ -128,6 +128,27 @@ def test_sigstore_without_a_token_on_adopt_and_mirror(command: str, key: Keypair
     assert not (tmp_path / "mirror").exists()
 
 
+def jwt(claims: dict[str, object]) -> str:
+    """An unsigned JWT of ``claims`` (sigstore reads the claims before Fulcio checks the signature)."""
+    def part(doc: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+@pytest.mark.parametrize("token", ["not a token", "expired"])
+def test_an_unusable_token_fails_before_any_work(token: str, wheel: Path, key: Keypair, tmp_path: Path) -> None:
+    if token == "expired":
+        token = jwt({"aud": "sigstore", "sub": "ci", "iss": TEST_ISSUER, "iat": 1600000000, "exp": 1600000600})
+    out = tmp_path / "out"
+    proc = packager("migrate", str(wheel), "-o", str(out), "--key", str(key.private), "--sigstore",
+                    env=environment(**{keyless.IDENTITY_TOKEN_ENV: token}))
+    assert proc.returncode == 2, proc.stderr
+    assert f"{keyless.IDENTITY_TOKEN_ENV}: not a usable OIDC identity token" in proc.stderr
+    assert proc.stderr.strip().endswith("(input.sigstore)") and token not in proc.stderr
+    assert not out.exists()
+
+
 def test_identity_token_without_sigstore_is_a_usage_error(wheel: Path, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("x")
