@@ -185,7 +185,8 @@ def _metadata_from_wheel(kind: str, cfg: config_mod.Config, target: Path, config
     import zipfile
 
     with tempfile.TemporaryDirectory(prefix="backend-packager-meta-") as tmp:
-        wheel = Path(tmp) / _build(kind, cfg, tmp, config_settings)
+        # Metadata only: no Sigstore bundle (a transparency-log entry for a wheel nobody keeps).
+        wheel = Path(tmp) / _build(kind, cfg, tmp, config_settings, keyless=False)
         with zipfile.ZipFile(wheel) as archive:
             members = [n for n in archive.namelist() if n.split("/", 1)[0].endswith(".dist-info")]
             dist_info = members[0].split("/", 1)[0]
@@ -211,11 +212,12 @@ def build_editable(
     return _build("editable", _config(wheel_directory), wheel_directory, config_settings)
 
 
-def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings) -> str:
+def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings, *,
+           keyless: bool = True) -> str:
     # Before the (long) inner build: a missing key or token fails fast, and the token leaves the
     # environment before the vendor's build runs anything.
-    keyless = keyless_signing(cfg)
-    key = signing_key(cfg, keyless=keyless is not None)
+    signer = keyless_signing(cfg) if keyless else None
+    key = signing_key(cfg, keyless=signer is not None or (cfg.sigstore and not keyless))
     inner = _inner(cfg)
     with tempfile.TemporaryDirectory(prefix="backend-packager-") as tmp:
         # The inner backend builds with its own metadata: ours adds entry points it never saw.
@@ -226,7 +228,7 @@ def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_setti
         from .rewrite import rewrite_wheel
 
         out = rewrite_wheel(wheel, Path(wheel_directory), _planner(cfg, wheel, editable=kind == "editable"), key,
-                            epoch=source_date_epoch(), keyless=keyless)
+                            epoch=source_date_epoch(), keyless=signer)
     return out.name
 
 
