@@ -157,9 +157,10 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     from .commands.adopt import adopt
 
     key = signing_key(args.key)
-    if key is None:
-        raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY")
     keyless = keyless_signing(args)
+    if key is None and keyless is None:
+        raise InputError("key", "--key", "adopt signs: give --key KEY or set BACKEND_PACKAGER_SIGNING_KEY "
+                         "(or --sigstore)")
     if args.site_packages is not None and not args.site_packages.is_dir():
         raise InputError("site-packages", str(args.site_packages), "not a directory")
     sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()

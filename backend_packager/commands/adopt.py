@@ -67,14 +67,14 @@ from .wheelout import adopt_into_wheel
 __all__ = ["adopt"]
 
 
-def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey, *, wheel_out: Path | None = None,
+def adopt(sites: Path | Sequence[Path], name: str, key: SigningKey | None, *, wheel_out: Path | None = None,
           against: str | None = None, jobs: int = 1, capture: plugininfo.Policy = "off",
           progress: WheelProgress | None = None, keyless: Keyless | None = None) -> Adoption:
     """Adopt the distribution ``name`` installed in ``sites`` (one site-packages directory, or
     several to search: :func:`find_site`); errors land in the outcome. ``capture``: whether
     and where its plugins' code runs to ask them (:data:`.plugininfo.Policy`; not by default).
     ``progress``: the bytes of the wheel ``wheel_out`` gets, as they are written. ``keyless``:
-    a Sigstore bundle signs the manifest's statement too."""
+    a Sigstore bundle signs the manifest's statement too (or alone: ``key`` None)."""
     searched = [sites] if isinstance(sites, Path) else list(sites)
     outcome = Adoption(searched[0] / name)
     started = time.perf_counter()

@@ -16,7 +16,7 @@ from .recordcheck import Checked, own_manifest
 __all__ = ["check_against"]
 
 
-def check_against(installed: Installed, checked: list[Checked], key: SigningKey, against: str,
+def check_against(installed: Installed, checked: list[Checked], key: SigningKey | None, against: str,
                   outcome: Adoption) -> None:
     """The checked files must be those of the published release ``against`` names (a wheel,
     or the same wheel in a simple index: :mod:`.published`), not only RECORD's: every

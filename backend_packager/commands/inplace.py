@@ -28,13 +28,13 @@ from .recordcheck import Checked
 __all__ = ["adopt_in_place", "contents_of", "plan_and_seal", "write_in_place"]
 
 
-def adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
+def adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey | None, outcome: Adoption,
                    capture: plugininfo.Policy = "off", keyless: Keyless | None = None) -> None:
     files = plan_and_seal(installed, checked, key, outcome, capture, keyless)
     outcome.written = write_in_place(installed, files)
     outcome.status = "adopted" if outcome.status == "migrated" else outcome.status
     outcome.output = Path(installed.full(installed.manifest_path))
-    outcome.signed_by = key.public.keyid
+    outcome.signed_by = key.public.keyid if key else None
     outcome.sigstore = keyless is not None
 
 
@@ -80,7 +80,7 @@ def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
     return read
 
 
-def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey, outcome: Adoption,
+def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey | None, outcome: Adoption,
                   capture: plugininfo.Policy = "off", keyless: Keyless | None = None) -> dict[str, bytes]:
     """``.dist-info`` path -> final bytes: the signed manifest, its Sigstore bundle with
     ``keyless``, and the files planned beside it."""

@@ -56,7 +56,7 @@ class Checked:
     identity: tuple[int, ...] = ()  # of the file as hashed: device, inode, size, mtime and ctime in ns
 
 
-def check_installed(installed: Installed, key: SigningKey, jobs: int, outcome: Adoption) -> list[Checked]:
+def check_installed(installed: Installed, key: SigningKey | None, jobs: int, outcome: Adoption) -> list[Checked]:
     """Every file RECORD lists, checked; raises listing every mismatch (in ``outcome`` too)."""
     wanted, mismatches = _classify(installed, outcome)
     mismatches += _unlisted_metadata(installed, {r.path for r in wanted})
@@ -303,7 +303,7 @@ def _is_code(name: str) -> bool:
     return name.endswith(_CODE_SUFFIXES) or is_shared_library(name)
 
 
-def _finish_interrupted(installed: Installed, key: SigningKey, failed: list[TrustError],
+def _finish_interrupted(installed: Installed, key: SigningKey | None, failed: list[TrustError],
                         checked: list[Checked]) -> list[TrustError]:
     """Mismatches that an interrupted adopt with this key explains, taken out of ``failed``.
 
@@ -327,8 +327,11 @@ def _finish_interrupted(installed: Installed, key: SigningKey, failed: list[Trus
     return [e for e in failed if e not in accepted]
 
 
-def own_manifest(installed: Installed, key: SigningKey) -> dict[str, tuple[str, int]] | None:
-    """path -> (sha256, size) from the manifest on disk, if ``key`` signed it; else None."""
+def own_manifest(installed: Installed, key: SigningKey | None) -> dict[str, tuple[str, int]] | None:
+    """path -> (sha256, size) from the manifest on disk, if ``key`` signed it; else None (and
+    without a key: a keyless-only adopt recognises no earlier run as its own)."""
+    if key is None:
+        return None
     where = installed.full(installed.manifest_path)
     try:
         envelope = dsse.decode(read_bounded(where, dsse.MAX_ENVELOPE_BYTES), where)

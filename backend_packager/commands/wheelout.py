@@ -33,7 +33,7 @@ from .recordcheck import Checked, open_recorded
 __all__ = ["adopt_into_wheel", "wheel_filename"]
 
 
-def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey, jobs: int,
+def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path, key: SigningKey | None, jobs: int,
                       outcome: Adoption, capture: plugininfo.Policy = "off",
                       progress: WheelProgress | None = None, keyless: Keyless | None = None) -> None:
     """``out_dir/<name>-<version>-<tags>.whl``: the wheel the distribution was installed from,
@@ -72,7 +72,7 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
     finally:
         if progress is not None:
             progress.on_wheel(source)
-    outcome.output, outcome.signed_by, outcome.sigstore = dst, key.public.keyid, keyless is not None
+    outcome.output, outcome.signed_by, outcome.sigstore = dst, key.public.keyid if key else None, keyless is not None
 
 
 def _plan(installed: Installed, checked: list[Checked], contents: WheelContents, outcome: Adoption,

@@ -294,6 +294,17 @@ def test_adopt_attaches_the_bundle_in_place_and_drops_it_when_signed_again_witho
     assert code == 0, doc
     out = Path(doc["distributions"][0]["output"])
     assert members(out)[f"{DIST_INFO}/{SIGSTORE_BUNDLE_FILENAME}"] == bundle.read_bytes()
+    # No key at all: the manifest hash-only, the bundle its signature, verified for the identity alone.
+    code, doc = cli_adopt(site, "--sigstore-bundle", str(bundle))
+    assert code == 0 and doc["distributions"][0]["signed_by"] is None, doc
+    assert json.loads((site / DIST_INFO / "triton_backend.dsse.json").read_bytes())["signatures"] == []
+    (trust.trust / "vendor.pub").unlink()
+    (trust.trust / "identities").write_text(f"{TEST_ISSUER} {TEST_IDENTITY}\n")
+    shutil.copyfile(sigstore.trusted_root_path, trust.trust / "sigstore-root.json")
+    dist = next(d for d in discovery.discover([str(site)], in_tree=False).distributions if d.key == adopted.NAME)
+    verdict = verify_distribution(dist, trust.context())
+    assert (verdict.status, verdict.problem) == ("verified", None), verdict.problem
+    assert cli_adopt(site)[0] == 2  # neither --key nor --sigstore: nothing to sign with
     # Signed again without it: the bundle (of a statement no longer guaranteed the manifest's) goes.
     code, doc = cli_adopt(site, "--key", key)
     assert code == 0, doc
