@@ -97,13 +97,13 @@ def _read_upto(fd: int, count: int) -> bytes:
     return b"".join(read_chunks(fd, count))
 
 
-def read_chunks(fd: int, count: int) -> Iterator[bytes]:
-    """The next ``count`` bytes of ``fd`` in pieces of at most 1 MiB (one stays in cache; a
-    bound of gigabytes is never one allocation), ending early only at the end of the file:
-    no caller reads past what it declared."""
+def read_chunks(fd: int, count: int, piece_size: int = _PIECE) -> Iterator[bytes]:
+    """The next ``count`` bytes of ``fd`` in pieces of at most ``piece_size`` (1 MiB: one stays
+    in cache; a bound of gigabytes is never one allocation), ending early only at the end of
+    the file: no caller reads past what it declared."""
     left = count
     while left > 0:
-        piece = os.read(fd, min(left, _PIECE))
+        piece = os.read(fd, min(left, piece_size))
         if not piece:
             return
         yield piece

@@ -176,7 +176,7 @@ class Registry:
         for dist in sorted(with_manifest, key=lambda d: d.dist_info != core):
             verdict = cache.lookup(dist.dist_info, context)
             if verdict is None:
-                ctx = ctx or self._context(found, libtriton, cache, rehash)
+                ctx = ctx or self._context(found, libtriton, cache, rehash, dist)
                 from ..verification import verify_distribution
 
                 verdict = _overwritten(dist) or verify_distribution(dist, ctx)
@@ -196,16 +196,22 @@ class Registry:
         self.libtriton_verified = _verified_libtriton(with_manifest, verdicts, cache)
         return verdicts
 
-    def _context(self, found: Discovery, libtriton: str | None, cache: VerifyCache, rehash: bool) -> Any:
+    def _context(self, found: Discovery, libtriton: str | None, cache: VerifyCache, rehash: bool,
+                 first: Distribution) -> Any:
+        """What verification needs; ``first``'s files start hashing before anything else is
+        loaded (the trust store, the verifier's modules): its largest file bounds a cold start."""
         from ..site import HashCache, hash_workers
+        from ..verification import hash_ahead
+
+        hashes, workers = HashCache(cache.hash_entries(), rehash), hash_workers()
+        hash_ahead(first, hashes, workers)
         from ..trust import load_trust_store
         from ..verification import Context
 
         store, problems = load_trust_store()
         self.problems += [reason_of(p) for p in problems]
-        hashes = HashCache(cache.hash_entries(), rehash)
-        return Context(store, triton_version(found.triton, found.package), libtriton, hashes, hash_workers(),
-                       found.package)
+        return Context(store, triton_version(found.triton, found.package), libtriton, hashes, workers,
+                       found.package, ahead=frozenset([first.dist_info]))
 
     def _entry(self, candidate: Candidate) -> Entry:
         verdict = self.verdicts.get(candidate.dist.dist_info) if candidate.dist else None

@@ -10,11 +10,12 @@ warm import only stats, ``dynsym`` reads a library's exports.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import cache, contract, distribution, dynsym, environment, unlisted, verdict
+    from . import cache, contract, distribution, dynsym, environment, prefetch, unlisted, verdict
     from .cache import REHASH_ENV, VerifyCache, cache_dir, cache_file, context_digest, unsafe_owner_or_mode
     from .contract import check_terms
     from .distribution import Context, verify_distribution
     from .dynsym import EXPORT_BINDINGS
+    from .prefetch import hash_ahead
     from .verdict import PluginClaim, PluginTerms, Verdict
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "distribution",
     "dynsym",
     "environment",
+    "hash_ahead",
+    "prefetch",
     "unlisted",
     "unsafe_owner_or_mode",
     "verdict",
@@ -52,6 +55,7 @@ _WHERE = {
     "cache_file": "cache",
     "check_terms": "contract",
     "context_digest": "cache",
+    "hash_ahead": "prefetch",
     "unsafe_owner_or_mode": "cache",
     "verify_distribution": "distribution",
 }
