@@ -213,12 +213,14 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     hooks = mirror.Hooks(waiting=waiting, start=start, progress=on_bytes, done=done)
     try:
         key = signing_key(args.key)
-        if key is None:
-            raise InputError("key", "--key", "mirror needs --key KEY (or BACKEND_PACKAGER_SIGNING_KEY): it signs")
+        keyless = keyless_signing(args, attach=False)
+        if key is None and keyless is None:
+            raise InputError("key", "--key", "mirror needs --key KEY (or BACKEND_PACKAGER_SIGNING_KEY) or --sigstore: "
+                             "it signs")
         upstream = tuple(mirror.parse_upstream(text) for text in args.upstream_identity)
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
-                            capture=_capture_policy(args), keyless=keyless_signing(args, attach=False),
+                            capture=_capture_policy(args), keyless=keyless,
                             upstream=upstream)
     except TrustError as exc:  # a source, the key or the lock: the run could not start
         fail_line(args, exc)

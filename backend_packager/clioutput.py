@@ -125,7 +125,7 @@ def print_mirror(run: Any, quiet: bool) -> None:
             print(f"{result.status:<9} {result.filename} ({result.entry.found()}; {result.seconds:.1f}s)")
     if quiet:
         return
-    print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16]})")
+    print(f"index: {run.outdir / 'simple'} (signed by {run.keyid[:16] if run.keyid else 'Sigstore bundles'})")
     print(f"\n{'STATUS':<10}WHEELS")
     for status, count in run.counts().items():
         print(f"{status:<10}{count}")

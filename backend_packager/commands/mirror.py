@@ -75,7 +75,7 @@ STAGING_DIR = ".mirror-staging"
 def mirror(
     roots: list[Path],
     outdir: Path,
-    key: SigningKey,
+    key: SigningKey | None,
     *,
     jobs: int = 1,
     pass_through: bool = False,
@@ -119,12 +119,12 @@ def mirror(
         _remove_orphans(outdir, previous, entries)
         mirrorindex.prune(outdir)  # before the outputs' identities: unlinking a hard link sets its ctime
         _record_outputs(outdir, entries, previous, ctx.staged)
-        state = State(ctx.tool, key.public.keyid, entries)
+        state = State(ctx.tool, ctx.keyid, entries)
         _write_if_changed(outdir / STATE_FILE, encode_state(state))
         _step(hooks, "state")
         shutil.rmtree(staging, ignore_errors=True)
     results.sort(key=lambda r: (r.filename, r.source))
-    return Run(outdir, key.public.keyid, results, state_warnings + warnings)
+    return Run(outdir, ctx.keyid, results, state_warnings + warnings)
 
 
 def _upstream_tag(upstream: tuple[Identity, ...]) -> str:

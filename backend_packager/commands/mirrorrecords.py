@@ -117,7 +117,7 @@ class Run:
     """A finished run: one result per input wheel, run-level warnings, what the index holds."""
 
     outdir: Path
-    keyid: str
+    keyid: str | None  # None: signed by Sigstore bundles alone
     results: list[Result]
     warnings: list[str]
 

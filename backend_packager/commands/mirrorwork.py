@@ -39,7 +39,7 @@ class Context:
 
     outdir: Path
     staging: Path
-    key: SigningKey
+    key: SigningKey | None
     tool: str
     pass_through: bool
     hooks: Hooks
@@ -53,6 +53,11 @@ class Context:
     #: renamed into OUTDIR once that index is served.
     staged: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def keyid(self) -> str | None:
+        """The key the migrated outputs are signed with; None where only Sigstore signs them."""
+        return self.key.public.keyid if self.key is not None else None
 
 
 #: A step that completes one wheel's result (run later for a wheel whose hashes run behind).
@@ -217,7 +222,7 @@ def _reusable(old: Entry, source: Source, ctx: Context, sha256: str) -> bool:
         return False
     if source.expected_sha256 and source.expected_sha256 != old.sha256:
         return False
-    if old.kind == MIGRATED and old.keyid != ctx.key.public.keyid:
+    if old.kind == MIGRATED and old.keyid != ctx.keyid:
         return False
     if old.kind == FAILED and old.served != ctx.pass_through:
         return False
@@ -275,7 +280,7 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
     def finish() -> Result:
         sha256 = _checked(source, input_hash.result())
         entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, kind,
-                      kind != FAILED or ctx.pass_through, None, [], ctx.key.public.keyid, [], [])
+                      kind != FAILED or ctx.pass_through, None, [], ctx.keyid, [], [])
         if kind != FAILED:
             entry.core = outcome.core
         entry.upstream = [{"issuer": u.issuer, "identity": u.identity, "kind": u.kind} for u in upstream]

@@ -149,6 +149,14 @@ def test_an_unusable_token_fails_before_any_work(token: str, wheel: Path, key: K
     assert not out.exists()
 
 
+@pytest.mark.parametrize("sigstore", [[], ["--sigstore"]])
+def test_mirror_without_a_key_needs_sigstore_and_a_token(sigstore: list[str], wheel: Path, tmp_path: Path) -> None:
+    proc = packager("mirror", str(wheel.parent), "-o", str(tmp_path / "mirror"), *sigstore)
+    code = "input.sigstore" if sigstore else "input.key"
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(f"({code})"), proc.stderr
+    assert not (tmp_path / "mirror").exists()
+
+
 def test_identity_token_without_sigstore_is_a_usage_error(wheel: Path, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("x")
