@@ -1,0 +1,58 @@
+"""Cold verification's hashing beside the rest: started before the verifier loads, large
+files in large pieces, the GIL handed back promptly while verifying; none of it decides."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.disttree import TrustEnv, entry, write_dist
+from triton_backend_runtime.base.regularfile import read_chunks
+from triton_backend_runtime.loading import registry as registry_module
+
+
+@pytest.mark.parametrize("interval", [0.003, 0.0001])
+def test_verification_leaves_the_switch_interval_as_it_was(env: TrustEnv, site: Path, interval: float) -> None:
+    """Shortened while verifying (a cold one, every file hashed), restored after; one set
+    shorter than the registry's is never lengthened."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    try:
+        reg = env.registry(site, policy="strict", rehash=True)
+        after = sys.getswitchinterval()
+    finally:
+        sys.setswitchinterval(before)
+    assert (entry(reg, "demo").trust, entry(reg, "demo").reason) == ("verified", None)
+    assert after == pytest.approx(interval, abs=1e-5)  # kept in microseconds
+    assert registry_module.HASHING_SWITCH_INTERVAL < 0.005
+
+
+def test_a_changed_file_is_refused_though_its_hashing_started_first(env: TrustEnv, site: Path) -> None:
+    """The registry starts the core's hashing from RECORD before anything is checked: a
+    file changed after the manifest was signed is still ``verify.sha256``."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    changed = dist.file("demo_backend/compiler.py")
+    data = changed.read_bytes()
+    changed.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the same size
+    reg = env.registry(site, policy="strict", rehash=True)
+    demo = entry(reg, "demo")
+    assert demo.trust == "rejected" and demo.reason is not None and demo.reason.code == "verify.sha256"
+
+
+def test_pieces_never_exceed_their_size_nor_the_count(tmp_path: Path) -> None:
+    data = os.urandom(5 * 4096 + 17)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pieces = list(read_chunks(fd, len(data) - 5, 4096))
+    finally:
+        os.close(fd)
+    assert [len(p) for p in pieces] == [4096] * 5 + [12]
+    assert hashlib.sha256(b"".join(pieces)).digest() == hashlib.sha256(data[:-5]).digest()
