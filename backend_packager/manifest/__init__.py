@@ -8,7 +8,18 @@ keys and DSSE, ``config`` the vendor's ``[tool.backend-packager]`` table.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import backendcode, config, contents, keyless, pluginanswer, plugincall, plugincontract, plugininfo, signing
+    from . import (
+        backendcode,
+        config,
+        contents,
+        keyless,
+        pluginanswer,
+        plugincall,
+        plugincontract,
+        plugininfo,
+        sbom,
+        signing,
+    )
     from .config import SIGNING_KEY_ENV
     from .contents import Injection
     from .keyless import Keyless, keyless_files
@@ -32,6 +43,7 @@ __all__ = [
     "plugincontract",
     "plugininfo",
     "reported_where",
+    "sbom",
     "seal",
     "signing",
 ]
