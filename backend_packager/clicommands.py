@@ -31,7 +31,7 @@ from .clioutput import (
 
 __all__ = [
     "INIT_KEY", "build_command", "cmd_adopt", "cmd_init", "cmd_inspect", "cmd_keygen", "cmd_migrate", "cmd_mirror",
-    "cmd_scan", "cmd_schema", "cmd_verify", "interpreter_sites"
+    "cmd_sbom", "cmd_scan", "cmd_schema", "cmd_verify", "interpreter_sites"
 ]
 
 
@@ -346,6 +346,31 @@ def _missing_build_requirements() -> list[str]:
         if not ok:
             missing.append(f"{name}>={lowest}" if lowest else name)
     return missing
+
+
+def cmd_sbom(args: argparse.Namespace) -> int:
+    """Print (or with -o write) the SBOM; exit 2 for an unusable wheel, directory or name."""
+    from .base import atomic_write, source_date_epoch
+    from .commands import sbom_for
+
+    if args.site_packages is not None and not args.site_packages.is_dir():
+        raise InputError("site-packages", str(args.site_packages), "not a directory")
+    sites = [args.site_packages] if args.site_packages is not None else interpreter_sites()
+    made = sbom_for(args.target, sites, epoch=source_date_epoch(), jobs=args.jobs,
+                    site_given=args.site_packages is not None)
+    for warning in made.warnings if not args.quiet else ():
+        print(printable(f"backend-packager: warning: {warning}"), file=sys.stderr)
+    if args.output is None:
+        sys.stdout.buffer.write(made.data)
+        sys.stdout.flush()
+        return EXIT_OK
+    atomic_write(args.output, made.data)
+    if args.json:
+        print(json.dumps({"format": JSON_FORMAT, "source": made.source, "name": made.name, "version": made.version,
+                          "output": str(args.output), "files": made.files, "warnings": made.warnings}, indent=1))
+    elif not args.quiet:
+        print(f"wrote {args.output}: {made.name} {made.version}, {made.files} native files described")
+    return EXIT_OK
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from .clicommands import (
     cmd_keygen,
     cmd_migrate,
     cmd_mirror,
+    cmd_sbom,
     cmd_scan,
     cmd_schema,
     cmd_verify,
@@ -210,6 +211,25 @@ def build_parser() -> argparse.ArgumentParser:
                       help="wheels, or directories whose *.whl are inspected")
     insp.add_argument("--json", action="store_true", help="print the manifest as JSON")
     insp.set_defaults(func=cmd_inspect)
+
+    sbom = sub.add_parser(
+        "sbom",
+        help="print the PEP 770 SBOM (CycloneDX 1.6) of a wheel or an installed distribution",
+        description="Scan a wheel, or a distribution installed in site-packages (every file checked against "
+        "its RECORD, as adopt checks it), and print the CycloneDX 1.6 SBOM the writers put in "
+        ".dist-info/sboms/triton-backend.cdx.json: the wheel as root component, each native file with its "
+        "sha256 and ELF facts, NEEDED edges, external libraries by soname, an SBOM already there referenced. "
+        "For wheels written before the writers added one; nothing is written into the input. Reproducible: "
+        "no timestamp unless SOURCE_DATE_EPOCH is set. Exit 2 for an unusable wheel, directory or name.",
+    )
+    sbom.add_argument("target", metavar="WHEEL|DIST", help="a .whl file, or an installed distribution's name")
+    sbom.add_argument("--site-packages", type=Path, metavar="DIR", action=_SitePackages)
+    sbom.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the SBOM here (atomically) instead "
+                      "of printing it")
+    _add_jobs(sbom, "installed files checked in parallel")
+    sbom.add_argument("--json", action="store_true", help="with -o: print what was written as JSON; without: "
+                      "the same as without --json (the SBOM is a JSON document)")
+    sbom.set_defaults(func=cmd_sbom)
 
     init = sub.add_parser(
         "init",

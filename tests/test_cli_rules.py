@@ -25,7 +25,7 @@ from backend_packager import cliparser
 BIN = Path(sys.executable).parent
 PARSERS = {"backend-packager": cliparser.build_parser, "runtime": runtime_main.build_parser}
 #: The commands that write one output file or directory, and so take -o/--output.
-WRITE_ONE_OUTPUT = {("keygen",), ("migrate",), ("adopt",), ("mirror",)}
+WRITE_ONE_OUTPUT = {("keygen",), ("migrate",), ("adopt",), ("mirror",), ("sbom",)}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
@@ -114,6 +114,9 @@ BAD_INPUTS = [
     ("backend-packager", "verify file --trust pem", "input.key"),
     ("backend-packager", "verify file --trust dir", "input.not-a-file"),
     ("backend-packager", "inspect absent.whl", "input.missing"),
+    ("backend-packager", "sbom absent.whl", "input.missing"),
+    ("backend-packager", "sbom dir", "input.not-a-file"),
+    ("backend-packager", "sbom triton --site-packages file", "input.site-packages"),
     ("backend-packager", "migrate absent.whl -o out", "input.missing"),
     ("backend-packager", "migrate dir -o out --key pub", "input.key"),
     ("backend-packager", "migrate dir -o out --key dir", "input.not-a-file"),

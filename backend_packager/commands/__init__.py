@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         plugincapture,
         published,
         recordcheck,
+        sbom,
         scaffold,
         scan,
         upstream,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     )
     from .inspection import as_json, inspect_wheel, render
     from .migrate import Options, expand_inputs, migrate_many
+    from .sbom import sbom_for
     from .scan import scan_paths
     from .verify import verify_wheel
 
@@ -61,6 +63,8 @@ __all__ = [
     "published",
     "recordcheck",
     "render",
+    "sbom",
+    "sbom_for",
     "scaffold",
     "scan",
     "scan_paths",
@@ -77,6 +81,7 @@ _WHERE = {
     "inspect_wheel": "inspection",
     "migrate_many": "migrate",
     "render": "inspection",
+    "sbom_for": "sbom",
     "scan_paths": "scan",
     "verify_wheel": "verify",
 }

@@ -18,45 +18,65 @@ if TYPE_CHECKING:
         plugincontract,
         plugininfo,
         sbom,
+        sbomfile,
         signing,
     )
     from .config import SIGNING_KEY_ENV
-    from .contents import Injection
+    from .contents import Injection, find_backends, triton_packages
     from .keyless import Keyless, keyless_files
     from .pluginanswer import reported_where
     from .plugininfo import Policy
+    from .sbom import NATIVE_SUFFIXES, SBOM_DIR, described_files, sbom_bytes
+    from .sbomfile import regenerated_members, sbom_member
     from .signing import SigningKey, seal
 
 __all__ = [
     "Injection",
     "Keyless",
+    "NATIVE_SUFFIXES",
     "Policy",
+    "SBOM_DIR",
     "SIGNING_KEY_ENV",
     "SigningKey",
     "backendcode",
     "config",
     "contents",
+    "described_files",
+    "find_backends",
     "keyless",
     "keyless_files",
     "pluginanswer",
     "plugincall",
     "plugincontract",
     "plugininfo",
+    "regenerated_members",
     "reported_where",
     "sbom",
+    "sbom_bytes",
+    "sbom_member",
+    "sbomfile",
     "seal",
     "signing",
+    "triton_packages",
 ]
 
 _WHERE = {
     "Injection": "contents",
     "Keyless": "keyless",
+    "NATIVE_SUFFIXES": "sbom",
     "Policy": "plugininfo",
+    "SBOM_DIR": "sbom",
     "SIGNING_KEY_ENV": "config",
     "SigningKey": "signing",
+    "described_files": "sbom",
+    "find_backends": "contents",
     "keyless_files": "keyless",
+    "regenerated_members": "sbomfile",
     "reported_where": "pluginanswer",
+    "sbom_bytes": "sbom",
+    "sbom_member": "sbomfile",
     "seal": "signing",
+    "triton_packages": "contents",
 }
 
 
