@@ -53,6 +53,7 @@ import posixpath
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from urllib.parse import quote
 
 from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
 from cyclonedx.model.bom import Bom
@@ -152,7 +153,7 @@ def _root(name: str, version: str, sboms: Sequence[m.Artifact]) -> Component:
         ExternalReference(
             type=ExternalReferenceType.BOM,
             # A URI reference relative to this file, which lies in the same sboms/ directory.
-            url=XsUri(_sbom_dir(s.path) or s.path),
+            url=XsUri(quote(_sbom_dir(s.path) or s.path, safe="", errors="backslashreplace")),
             comment=f"an SBOM already in the wheel, kept: {s.path}",
             hashes=_sha256(s),
         )

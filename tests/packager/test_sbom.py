@@ -206,3 +206,9 @@ def test_an_installed_file_changed_since_record_is_refused(wheel: Path, tmp_path
 def test_site_packages_with_a_wheel_is_a_usage_error(wheel: Path, tmp_path: Path) -> None:
     result = run_cli("sbom", str(wheel), "--site-packages", str(tmp_path))
     assert result.returncode == 2 and result.stderr.rstrip().endswith("(input.usage)"), result.stderr
+
+
+def test_an_sbom_with_an_odd_name_is_referenced_by_a_valid_uri() -> None:
+    odd = artifact_from_bytes(f"{DIST_INFO}/sboms/odd name%zz.json", b"{}")
+    doc = valid(sbom_bytes([odd], name=NAME, version=VERSION))
+    assert doc["metadata"]["component"]["externalReferences"][0]["url"] == "odd%20name%25zz.json"
