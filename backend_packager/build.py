@@ -5,7 +5,8 @@ names another, e.g. ``scikit_build_core.build``) and delegates every hook to it.
 the inner backend builds is then, optionally, repaired by auditwheel (so the manifest
 hashes the repaired files), hashed and scanned, described by a manifest that vouches for
 every file of the finished wheel (the injected ``entry_points.txt`` included), signed, and
-rewritten with the manifest and the ``[triton.backends]`` entry points injected.
+rewritten with the manifest, the ``[triton.backends]`` entry points and the PEP 770 SBOM made
+from the scanned facts (``.dist-info/sboms/triton-backend.cdx.json``, itself vouched for) injected.
 
 PEP 517 requires the ``.dist-info`` from ``prepare_metadata_for_build_wheel`` to match the
 wheel's, so the entry points are injected there too, rendered by the same function.
@@ -299,9 +300,11 @@ def keyless_signing(cfg: config_mod.Config, environ: dict[str, str] | None = Non
 
 def _planner(cfg: config_mod.Config, wheel: Path, *, editable: bool) -> Callable[[WheelContents], Injection]:
     def plan(contents: WheelContents) -> Injection:
+        from .manifest import sbomfile
+
         for warning in contents.warnings:
             print(f"backend-packager: warning: {warning}", file=sys.stderr)
-        return describe_build(contents, cfg, editable=editable, wheel=wheel)
+        return sbomfile.with_sbom(describe_build(contents, cfg, editable=editable, wheel=wheel), contents.dist_info)
 
     return plan
 

@@ -8,7 +8,8 @@ keyless, or both).
 
 The output: every unchanged member copied as raw compressed bytes, never re-deflated (see
 :mod:`backend_packager.wheel.writer`); the manifest envelope and the plan's files
-(``entry_points.txt``) written into ``.dist-info``; RECORD regenerated from the bytes
+(``entry_points.txt``, the SBOM: :mod:`backend_packager.manifest.sbomfile`) written into
+``.dist-info``, this package's SBOM in the input dropped and made anew; RECORD regenerated from the bytes
 actually seen; ``.dist-info`` last and RECORD last of all; members in sorted order; the
 file appears under its final name only when complete. The manifest vouches for every file
 of the output but RECORD and itself (coverage "all"); that is checked here, before sealing,
@@ -24,7 +25,7 @@ from pathlib import Path
 from triton_backend_runtime.manifest import COVERAGE_ALL
 
 from .base import WheelError, atomic_output
-from .manifest import Injection, Keyless, SigningKey, keyless_files, seal
+from .manifest import Injection, Keyless, SigningKey, keyless_files, regenerated_members, seal
 from .wheel import Progress, WheelArchive, WheelContents, WheelWriter, bundle_member, manifest_member
 
 __all__ = ["Plan", "check_coverage", "check_repairs", "output_name", "rewrite_wheel"]
@@ -60,7 +61,8 @@ def rewrite_wheel(
         dst = out_dir / output_name(archive)
         with (
             atomic_output(dst) as out,
-            WheelWriter(archive, out.fileno(), jobs=jobs, epoch=epoch, progress=progress) as writer,
+            WheelWriter(archive, out.fileno(), jobs=jobs, epoch=epoch, progress=progress,
+                        replaced=regenerated_members(archive.dist_info)) as writer,
         ):
             contents = writer.copy_payload()
             injection = plan(contents)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from triton_backend_runtime.manifest import is_installer_file
 
-from ..manifest import SigningKey
+from ..manifest import SigningKey, sbom_member
 from . import published
 from .installed import Adoption, Installed
 from .recordcheck import Checked, own_manifest
@@ -22,19 +22,20 @@ def check_against(installed: Installed, checked: list[Checked], key: SigningKey 
     or the same wheel in a simple index: :mod:`.published`), not only RECORD's: every
     difference is listed in ``outcome`` and the adoption refused (``installed.differs``).
     Not compared: RECORD, the files installers write, the manifest (this adoption replaces
-    it), and an ``entry_points.txt`` an adopt with this key wrote (its manifest vouches for it)."""
+    it), and an ``entry_points.txt`` or SBOM an adopt with this key wrote (its manifest vouches
+    for them)."""
     wanted = published.Wanted(installed.metadata["Name"], installed.metadata["Version"],
                               installed.wheel.get("Build"), frozenset(installed.wheel.get_all("Tag") or []))
     with tempfile.TemporaryDirectory(prefix="backend-packager-against.") as work:
         release = published.load(against, wanted, Path(work))
     files = {c.path: (c.artifact.sha256, c.artifact.size) for c in checked if not is_installer_file(c.path)}
     skip = {f"{installed.dist_info}/RECORD", installed.manifest_path}
-    entry_points = f"{installed.dist_info}/entry_points.txt"
-    mine = files.get(entry_points)
-    if mine is not None and release.files.get(entry_points) != mine:
-        vouched = own_manifest(installed, key) or {}
-        if vouched.get(entry_points) == mine:  # written by an adopt with this key
-            skip.add(entry_points)
+    for written in (f"{installed.dist_info}/entry_points.txt", sbom_member(installed.dist_info)):
+        mine = files.get(written)
+        if mine is not None and release.files.get(written) != mine:
+            vouched = own_manifest(installed, key) or {}
+            if vouched.get(written) == mine:  # written by an adopt with this key
+                skip.add(written)
     found = published.compare(release, files, {c.path: c.full for c in checked}, skip)
     if found:
         outcome.mismatches = found

@@ -1,5 +1,6 @@
 """``adopt`` in place: the checked files planned and sealed as ``migrate`` does, then the manifest,
-``entry_points.txt`` and RECORD written into the ``.dist-info``, each whole or not at all."""
+``entry_points.txt``, the SBOM (``sboms/triton-backend.cdx.json``) and RECORD written into the
+``.dist-info``, each whole or not at all."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from triton_backend_runtime.trust import dsse
 
 from ..base import InstalledError, source_date_epoch
 from ..formats import entrypoints, records
-from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, seal
+from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, regenerated_members, seal
 from ..rewrite import check_coverage
 from ..scanning import artifact_from_bytes
-from ..wheel import WheelContents, bundle_member, replaced_members
+from ..wheel import WheelContents, bundle_member
 from .installed import Adoption, Installed
-from .migrate import plan_migration
+from .migrate import add_sbom, plan_migration
 from .plugincapture import capture_plugins
 from .recordcheck import Checked
 
@@ -40,8 +41,8 @@ def adopt_in_place(installed: Installed, checked: list[Checked], key: SigningKey
 
 def contents_of(installed: Installed, checked: list[Checked]) -> WheelContents:
     """The checked files as ``migrate``'s plan sees a wheel's: artifacts for every file but the
-    ones installers write and the ones a rewrite replaces (RECORD, entry points, manifest)."""
-    replaced = replaced_members(installed.dist_info)
+    ones installers write and the ones a rewrite replaces (RECORD, entry points, manifest, SBOM)."""
+    replaced = regenerated_members(installed.dist_info)
     by_path = {c.path: c for c in checked}
     artifacts = [c.artifact for c in checked if not is_installer_file(c.path) and c.path not in replaced]
     existing = by_path.get(installed.manifest_path)
@@ -83,13 +84,14 @@ def _reader(by_path: dict[str, Checked]) -> Callable[[str], bytes | None]:
 def plan_and_seal(installed: Installed, checked: list[Checked], key: SigningKey | None, outcome: Adoption,
                   capture: plugininfo.Policy = "off", keyless: Keyless | None = None) -> dict[str, bytes]:
     """``.dist-info`` path -> final bytes: the signed manifest, its Sigstore bundle with
-    ``keyless``, and the files planned beside it."""
+    ``keyless``, and the files planned beside it, the SBOM of the complete plan last."""
     contents = contents_of(installed, checked)
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
     injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins,
                                                  capture)
     outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
     _keep_equivalent_entry_points(injection, contents.read_member)
+    injection = add_sbom(injection, installed.dist_info, outcome)
     check_coverage(contents, injection, installed.full)
     bundle = bundle_member(installed.dist_info)
     return {installed.manifest_path: seal(injection.manifest, key), **injection.files,
@@ -127,6 +129,7 @@ def write_in_place(installed: Installed, files: dict[str, bytes]) -> list[str]:
         full = installed.full(path)
         if _holds(full, files[path]):
             continue
+        os.makedirs(os.path.dirname(full), exist_ok=True)  # sboms/, the first time
         write_atomic(full, files[path])
         written.append(path)
     record = f"{installed.dist_info}/RECORD"

@@ -4,7 +4,8 @@ For each wheel: find its backends (declared ``triton.backends`` entry points, el
 ``triton/backends/<name>/`` directories that older Tritons scan, then declare entry points
 for them too; ``--backend NAME=PACKAGE`` overrides), hash every member and scan the native
 ones, write the signed manifest (hash-only, with a warning, when no key is given), which
-vouches for every file of the output wheel. Name, version and tags are kept. A wheel that
+vouches for every file of the output wheel, the PEP 770 SBOM made from its facts among them
+(``sboms/triton-backend.cdx.json``). Name, version and tags are kept. A wheel that
 already has a manifest is re-scanned and re-signed: that is how a wheel is re-signed after
 ``auditwheel repair``. A backend whose code (``<package>/compiler.py`` and ``driver.py``) is not
 in the wheel is refused (``wheel.backend-missing``), and one inside a Triton package whose
@@ -46,12 +47,14 @@ from ..base import (
     worker_pool,
 )
 from ..formats import DEFAULT_PACKAGE, Discrepancy
-from ..manifest import Injection, Keyless, SigningKey, backendcode, plugininfo
+from ..manifest import Injection, Keyless, SigningKey, backendcode, plugininfo, sbomfile
 from ..manifest import contents as assemble
 from ..rewrite import rewrite_wheel
 from ..wheel import WheelContents, open_wheel
 
-__all__ = ["ByteProgress", "Options", "Outcome", "expand_inputs", "migrate_many", "migrate_wheel", "plan_migration"]
+__all__ = [
+    "ByteProgress", "Options", "Outcome", "add_sbom", "expand_inputs", "migrate_many", "migrate_wheel", "plan_migration"
+]
 
 
 @dataclass
@@ -115,6 +118,9 @@ class Options:
     #: The upstream identities ``mirror`` verified the input's PEP 740 attestations against,
     #: recorded in the manifest's provenance (``provenance.upstream``).
     upstream: tuple[m.UpstreamIdentity, ...] = ()
+    #: The SBOM beside the manifest (:mod:`~backend_packager.manifest.sbomfile`); off only to
+    #: measure what it costs (``bench/bench_migrate.py``).
+    sbom: bool = True
 
 
 ByteProgress = Callable[[Path, str, int], None]
@@ -162,7 +168,8 @@ def migrate_wheel(
         epoch = source_date_epoch()
 
         def plan(contents: WheelContents) -> Injection:
-            return plan_migration(contents, overrides, epoch, outcome, wheel=src, options=options)
+            injection = plan_migration(contents, overrides, epoch, outcome, wheel=src, options=options)
+            return add_sbom(injection, contents.dist_info, outcome) if options.sbom else injection
 
         def member_progress(member: str, nbytes: int) -> None:
             if progress:
@@ -235,6 +242,14 @@ def plan_migration(
         outcome.warnings.append(f"{outcome.source}: no Triton backend, plugin or core in it: signed anyway "
                                 "(a platform may sign every wheel)")
     outcome.warnings.extend(contents.warnings)
+    return injection
+
+
+def add_sbom(injection: Injection, dist_info: str, outcome: Outcome) -> Injection:
+    """The complete plan's SBOM added (the last step before the coverage check and the seal),
+    and counted among the outcome's artifacts."""
+    injection = sbomfile.with_sbom(injection, dist_info)
+    outcome.artifacts = len(injection.manifest.artifacts)
     return injection
 
 

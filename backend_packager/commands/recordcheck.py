@@ -27,7 +27,7 @@ from triton_backend_runtime.trust import TrustStore, dsse, manifest_from_stateme
 
 from ..base import ElfError, InstalledError, checkpoint, worker_pool
 from ..formats import records
-from ..manifest import SigningKey
+from ..manifest import SigningKey, sbom_member
 from ..scanning import ELF_MAGIC, artifact_from_bytes, scan_elf
 from ..wheel import FOREIGN_BINARY
 from .installed import Adoption, Installed
@@ -310,7 +310,8 @@ def _finish_interrupted(installed: Installed, key: SigningKey | None, failed: li
     Only the files adopt writes qualify, and only when the manifest on disk is signed by
     ``key`` (only its holder can have written it) and lists each as it now is.
     """
-    ours = {installed.full(p): p for p in (installed.manifest_path, f"{installed.dist_info}/entry_points.txt")}
+    written = (installed.manifest_path, f"{installed.dist_info}/entry_points.txt", sbom_member(installed.dist_info))
+    ours = {installed.full(p): p for p in written}
     candidates = [e for e in failed if e.path in ours and e.code in ("installed.sha256", "installed.size")]
     if not candidates:
         return failed

@@ -12,7 +12,7 @@ from triton_backend_runtime.site import Confinement
 
 from ..base import InstalledError, WheelError, WheelProgress, source_date_epoch
 from ..formats import Discrepancy
-from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, seal
+from ..manifest import Injection, Keyless, SigningKey, keyless_files, plugininfo, regenerated_members, seal
 from ..rewrite import check_coverage, check_repairs
 from ..wheel import (
     FileWheelWriter,
@@ -22,11 +22,10 @@ from ..wheel import (
     bundle_member,
     escape_name,
     manifest_member,
-    replaced_members,
 )
 from .inplace import contents_of
 from .installed import Adoption, Installed
-from .migrate import plan_migration
+from .migrate import add_sbom, plan_migration
 from .plugincapture import capture_plugins
 from .recordcheck import Checked, open_recorded
 
@@ -52,7 +51,7 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
     added = {**injection.files, manifest_member(installed.dist_info): seal(injection.manifest, key),
              **keyless_files(injection.manifest, keyless, bundle, installed.full(bundle))}
     confine = Confinement(installed.site)
-    replaced = replaced_members(installed.dist_info)  # planned anew, regenerated or dropped
+    replaced = regenerated_members(installed.dist_info)  # planned anew, regenerated or dropped
     files = [_source(c, confine) for c in members if c.path not in replaced]
     source = outcome.source
 
@@ -77,11 +76,13 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
 
 def _plan(installed: Installed, checked: list[Checked], contents: WheelContents, outcome: Adoption,
           capture: plugininfo.Policy) -> Injection:
-    """``migrate``'s plan and checks; the plugins asked (if at all) from the installed files in place."""
+    """``migrate``'s plan and checks; the plugins asked (if at all) from the installed files in place;
+    the SBOM of the complete plan."""
     injection = plan_migration(contents, None, source_date_epoch(), outcome)
     injection.manifest.plugins = capture_plugins(installed, checked, contents.artifacts, injection.manifest.plugins,
                                                  capture)
     outcome.warnings.extend(plugininfo.warnings(injection.manifest.plugins, str(outcome.source)))
+    injection = add_sbom(injection, installed.dist_info, outcome)
     check_repairs(contents, injection, installed.full)
     check_coverage(contents, injection, installed.full)
     return injection

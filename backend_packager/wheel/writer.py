@@ -101,11 +101,13 @@ class WheelWriter:
     """Writes one output wheel into ``out_fd`` from one validated input archive."""
 
     def __init__(self, archive: WheelArchive, out_fd: int, *, jobs: int, epoch: int | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, replaced: set[str] | None = None) -> None:
+        """``replaced``: the ``.dist-info`` members dropped from the input, made anew by the
+        plan or not at all; :func:`replaced_members` when not given."""
         self.archive = archive
         self.jobs = jobs
         dist = archive.dist_info + "/"
-        replaced = replaced_members(archive.dist_info)
+        replaced = replaced_members(archive.dist_info) if replaced is None else replaced
         self._payload = sorted((m for m in archive.members if not m.name.startswith(dist)), key=lambda m: m.name)
         self._kept = sorted((m for m in archive.members if m.name.startswith(dist) and m.name not in replaced),
                             key=lambda m: m.name)

@@ -66,7 +66,7 @@ def assert_vouches_for_every_file(wheel: Path) -> dict[str, Any]:
     its sha256 and size, and ELF facts on native files only. Returns the manifest."""
     inspected = json.loads(run_cli("inspect", "--json", str(wheel)).stdout)["wheels"][0]
     manifest: dict[str, Any] = inspected["manifest"]
-    assert (manifest["schema_version"], manifest["coverage"], inspected["coverage"]) == ("1.5", "all", "all")
+    assert (manifest["schema_version"], manifest["coverage"], inspected["coverage"]) == ("1.6", "all", "all")
     listed = {a["path"]: a for a in manifest["artifacts"]}
     members = vouched_members(wheel)
     assert sorted(listed) == sorted(members)

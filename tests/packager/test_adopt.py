@@ -62,7 +62,7 @@ def test_adopt_in_place_then_the_runtime_verifies(site: Path, trust: TrustEnv) -
     assert doc["format"] == 1 and outcome["status"] == "adopted" and outcome["backends"] == ["forkgpu"]
     assert outcome["native"] == 1 and outcome["plugins"] == []
     assert outcome["written"] == [f"{DIST_INFO}/{MANIFEST_FILENAME}", f"{DIST_INFO}/entry_points.txt",
-                                  f"{DIST_INFO}/RECORD"]
+                                  f"{DIST_INFO}/sboms/triton-backend.cdx.json", f"{DIST_INFO}/RECORD"]
     assert outcome["skipped"] == 4  # three compiled .pyc, one script wrapper: the installer's, not the wheel's
     # Directory-scan era: entry points declared for the backend, the console script kept.
     entry_points = (site / DIST_INFO / "entry_points.txt").read_text()
@@ -270,9 +270,9 @@ adopt.adopt(Path({site!r}), {name!r}, signing.load(Path({key!r})))
 """
 
 
-@pytest.mark.parametrize("writes", [0, 1, 2])
+@pytest.mark.parametrize("writes", [0, 1, 2, 3])
 def test_killed_adopt_leaves_whole_files_and_a_rerun_finishes(writes: int, site: Path, trust: TrustEnv) -> None:
-    """kill -9 before the manifest, after it, after entry_points.txt (RECORD not yet written)."""
+    """kill -9 before the manifest, after it, after entry_points.txt, after the SBOM (RECORD not yet written)."""
     code = KILLED_AT.format(limit=writes, site=str(site), name=NAME, key=str(key_file(trust)))
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr

@@ -337,7 +337,7 @@ def test_inspect_json_plugin(example_wheels: dict[str, Path]) -> None:
     result = run_cli("inspect", str(example_wheels["scikit_build_backend"]), "--json")
     doc = json.loads(result.stdout)["wheels"][0]
     assert doc["signed"] is True and doc["verified"] is False
-    assert doc["coverage"] == doc["manifest"]["coverage"] == "all" and doc["manifest"]["schema_version"] == "1.5"
+    assert doc["coverage"] == doc["manifest"]["coverage"] == "all" and doc["manifest"]["schema_version"] == "1.6"
     (plugin,) = doc["manifest"]["plugins"]
     assert (plugin["path"], plugin["api"], plugin["name"]) == ("skdemo_backend/lib/libskdemo_plugin.so", "v2", "skdemo")
     assert plugin["info"]["captured"] is True and plugin["contract"]["on_failure"] == "fail"

@@ -48,7 +48,8 @@ SCHEMA_MAJOR = 1
 #: 1.4 added ``PluginInfo.ran_in`` (where the plugin ran when it reported; absent before 1.4)
 #: and the capture failures ``not-run`` and ``no-sandbox``.
 #: 1.5 added ``Provenance.upstream`` (the PEP 740 identities ``mirror`` checked; default []).
-SCHEMA_MINOR = 5
+#: 1.6 added ``Manifest.sbom`` (the PEP 770 SBOM the packager generated; absent before 1.6).
+SCHEMA_MINOR = 6
 SCHEMA_VERSION = f"{SCHEMA_MAJOR}.{SCHEMA_MINOR}"
 # ASCII digits only: str.isdigit() accepts "²", which int() then refuses.
 _MAJOR_MINOR = re.compile(r"[0-9]{1,6}\.[0-9]{1,6}")
@@ -415,6 +416,12 @@ class Manifest:
         "without the field means), or a vendor release's rename; Triton reads its backends from the "
         "entry-point group '<triton_package>.backends'",
     ] = "triton"
+    sbom: Annotated[
+        str | None,
+        "The CycloneDX SBOM the packager generated with this manifest (PEP 770), relative to the .dist-info "
+        "directory: 'sboms/triton-backend.cdx.json', itself an artifact; null when none was, and absent "
+        "before schema 1.6",
+    ] = None
 
 
 def is_installer_file(path: str) -> bool:
