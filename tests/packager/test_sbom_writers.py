@@ -188,6 +188,20 @@ def test_adopt_in_place_writes_the_sbom_into_the_dist_info(site: Path, trust: Tr
         {k: mm[k] for k in ("code", "path")} for mm in doc["distributions"][0]["mismatches"]]
 
 
+def test_an_adopt_interrupted_after_the_sbom_is_finished_by_the_same_key(site: Path, trust: TrustEnv) -> None:
+    """RECORD still lists the SBOM an earlier adopt wrote; the one on disk is the one the new
+    manifest (this key's) vouches for: a run killed before RECORD. Finished, not refused."""
+    assert cli_adopt(site, "--key", str(key_file(trust)))[0] == 0
+    record = site / DIST_INFO / "RECORD"
+    stale = "sha256=" + "A" * 43 + ",17"
+    record.write_text("".join(f"{MEMBER},{stale}\n" if line.startswith(f"{MEMBER},") else f"{line}\n"
+                              for line in record.read_text().splitlines()))
+    code, doc = cli_adopt(site, "--key", str(key_file(trust)))
+    assert code == 0, doc
+    installed_sbom(site)
+    assert verdict_of(site, trust).status == "verified"
+
+
 def test_adopt_wheel_out_holds_the_sbom_once(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
     """After an adopt in place, the install's own SBOM is made anew in the wheel, not copied beside it."""
     assert cli_adopt(site, "--key", str(key_file(trust)))[0] == 0
