@@ -31,7 +31,10 @@ pytestmark = pytest.mark.triton_wheel
 
 #: What the packager installs besides itself: its imports, and what they depend on.
 RUNTIME_CLOSURE = {"triton-backend-runtime", "packaging", "cryptography", "cffi", "pycparser"}
-PACKAGER_CLOSURE = RUNTIME_CLOSURE | {"triton-backend-packager"}
+#: cyclonedx-python-lib writes the SBOMs (PEP 770); the rest is its closure.
+SBOM_CLOSURE = {"cyclonedx-python-lib", "license-expression", "boolean.py", "packageurl-python", "py-serializable",
+                "defusedxml", "sortedcontainers", "typing_extensions"}
+PACKAGER_CLOSURE = RUNTIME_CLOSURE | SBOM_CLOSURE | {"triton-backend-packager"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
