@@ -93,6 +93,9 @@ def legacy(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     root = session_dir(tmp_path_factory, request.param.replace("==", "-"))
     try:
         venv = make_venv(root, wheel)
+        # the check script runs the packager from this checkout, whose SBOMs need cyclonedx
+        subprocess.run([str(venv.python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "cyclonedx-python-lib>=8"], check=True)
         signed = migrate(wheel, root / "wheels", venv.key, "--capture-plugins").signed()
         pip_install(venv.python, signed, root / "signed")
         second = root / "keys" / "second.pem"
@@ -136,6 +139,7 @@ def test_the_gpu_check_script_on_the_cpu(legacy: Legacy) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHON"))}
     done = subprocess.run([str(legacy.venv.python), str(ROOT / "examples" / "gpu_smoke" / "cachekey_check.py"),
                            "--target", "cuda:90", "--json"], capture_output=True, text=True, env=env)
+    assert done.stdout.startswith("{"), done.stderr[-3000:]
     report = json.loads(done.stdout)
     if legacy.requirement == "triton==3.2.0":  # directory-scan: no entry points
         assert done.returncode == 2 and "by entry point" in report["unusable"][0], done.stdout
