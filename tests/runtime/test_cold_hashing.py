@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.disttree import TrustEnv, entry, write_dist
+from helpers.disttree import Dist, TrustEnv, entry, write_dist
 from triton_backend_runtime.base.regularfile import read_chunks
 from triton_backend_runtime.loading import registry as registry_module
+from triton_backend_runtime.site import HashCache
+from triton_backend_runtime.verification.prefetch import MAX_PREFETCH_FILES
 
 
 @pytest.mark.parametrize("interval", [0.003, 0.0001])
@@ -56,3 +58,32 @@ def test_pieces_never_exceed_their_size_nor_the_count(tmp_path: Path) -> None:
         os.close(fd)
     assert [len(p) for p in pieces] == [4096] * 5 + [12]
     assert hashlib.sha256(b"".join(pieces)).digest() == hashlib.sha256(data[:-5]).digest()
+
+
+def _hostile_record(dist: Dist, other: Path) -> None:
+    """A RECORD as pip copies it from a hostile wheel: 120,000 rows of missing files, and
+    another distribution's large file, each with a size that makes it first in line."""
+    rows = [f"demo_backend/missing{i}.so,sha256=x,{10_000_000 + i}\n" for i in range(120_000)]
+    rows.append(f"{other.relative_to(dist.site).as_posix()},sha256=x,{other.stat().st_size}\n")
+    (dist.dist_info / "RECORD").write_text("".join(rows))
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_hostile_record_costs_a_bounded_number_of_files(env: TrustEnv, site: Path, signed: bool) -> None:
+    """The prefetch is a hint: none for a hash-only manifest (its own budget bounds it), at
+    most MAX_PREFETCH_FILES for a signed one, however many rows RECORD has; another
+    distribution's large file is never hashed for a hash-only one."""
+    other = write_dist(site, "other-backend", backends={"other": "other_backend"},
+                       files={"other_backend/big.bin": os.urandom(3 * 1024 * 1024)})
+    other.sign(env.key)
+    dist = write_dist(site)
+    manifest = dist.sign(*([env.key] if signed else []))
+    _hostile_record(dist, other.file("other_backend/big.bin"))
+    hashes = HashCache()
+    verdict = env.verify(dist, env.context(hashes=hashes))
+    hashes.close()
+    assert verdict.status == ("verified" if signed else "unverified")
+    listed = len(manifest.artifacts)
+    assert hashes.submitted <= listed + (MAX_PREFETCH_FILES if signed else 0)
+    if not signed:
+        assert str(other.file("other_backend/big.bin")) not in hashes.entries

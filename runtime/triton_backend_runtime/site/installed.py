@@ -213,6 +213,8 @@ class HashCache:
         self.entries: dict[str, list[object]] = dict(entries or {})
         self.rehash = rehash
         self.hashed_bytes = 0
+        #: Files handed to the hashing threads (prefetched or checked): what a cold start costs.
+        self.submitted = 0
         self._pool: Any = None
         self._ahead: dict[str, Any] = {}
         self.taken: dict[str, list[object]] = {}
@@ -247,6 +249,7 @@ class HashCache:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="triton-backend-hash")
+        self.submitted += 1
         return self._pool.submit(hash_file, path, size)
 
     def digests(self, files: list[tuple[str, os.stat_result]], workers: int) -> dict[str, str]:

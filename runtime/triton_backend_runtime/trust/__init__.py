@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         syntax,
     )
     from .delegation import admit_signers, check_floor, ungranted
+    from .dsse import MAX_ENVELOPE_BYTES
     from .editing import write_atomic
     from .floors import MAX_VERSION_CHARS, set_floor
     from .identities import Identity, identity_id, parse_identity, remove_identity, set_identity, sigstore_state
@@ -55,6 +56,7 @@ __all__ = [
     "Identity",
     "KeylessSigner",
     "MAX_BUNDLE_BYTES",
+    "MAX_ENVELOPE_BYTES",
     "MAX_VERSION_CHARS",
     "PINS_FILE",
     "PublicKey",
@@ -112,6 +114,7 @@ _WHERE = {
     "Identity": "identities",
     "KeylessSigner": "sigstorebundle",
     "MAX_BUNDLE_BYTES": "sigstorebundle",
+    "MAX_ENVELOPE_BYTES": "dsse",
     "MAX_VERSION_CHARS": "floors",
     "PINS_FILE": "paths",
     "PublicKey": "keys",
