@@ -31,7 +31,12 @@ from triton_backend_runtime.manifest import model as m
 from triton_backend_runtime.trust import statement
 from triton_backend_runtime.trust.identities import ALLOWED_WILDCARD, identity_id, matches, parse_identity
 from triton_backend_runtime.trust.keys import load_trust_store
-from triton_backend_runtime.trust.sigstorebundle import MAX_BUNDLE_BYTES, SigstoreError, verify_bundle
+from triton_backend_runtime.trust.sigstorebundle import (
+    MAX_BUNDLE_BYTES,
+    MAX_BUNDLE_VALUES,
+    SigstoreError,
+    verify_bundle,
+)
 
 _no_triton_imported = disttree.no_triton_imported
 
@@ -267,6 +272,19 @@ def test_hostile_bundles_are_a_reason(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(SigstoreError) as caught:
         verify_bundle(data, asset_payload(), "a", store, "b")
     assert caught.value.code == code
+
+
+def test_a_bundle_of_many_small_values_is_refused_before_sigstore_parses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megabytes of tiny values cost sigstore's parser seconds and gigabytes: refused by their
+    count (the reason names the budget), never handed to it; a real bundle is far below it."""
+    doc = json.loads(ASSET.read_bytes())
+    doc["padding"] = [0] * 200_000
+    store = asset_store(tmp_path, root=staging_root(), monkeypatch=monkeypatch)
+    with pytest.raises(SigstoreError) as caught:
+        verify_bundle(json.dumps(doc).encode(), asset_payload(), "a", store, "b")
+    assert caught.value.code == "sigstore.too-large" and "MAX_BUNDLE_VALUES" in caught.value.detail
+    assert ASSET.read_bytes().count(b",") < MAX_BUNDLE_VALUES // 10
 
 
 def test_a_pinned_root_that_is_not_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

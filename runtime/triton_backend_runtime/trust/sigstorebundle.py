@@ -28,13 +28,18 @@ if TYPE_CHECKING:
     from .keys import TrustStore
 
 __all__ = [
-    "IN_TOTO_PAYLOAD_TYPE", "KeylessSigner", "MAX_BUNDLE_BYTES", "SHIPPED_ROOT", "SigstoreError", "verify_bundle"
+    "IN_TOTO_PAYLOAD_TYPE", "KeylessSigner", "MAX_BUNDLE_BYTES", "MAX_BUNDLE_VALUES", "SHIPPED_ROOT", "SigstoreError",
+    "verify_bundle",
 ]
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 #: A bundle carries the statement (base64, as the manifest's envelope does) plus a certificate
 #: and a log entry of a few KB: bigger is refused unread.
 MAX_BUNDLE_BYTES = MAX_ENVELOPE_BYTES + 256 * 1024
+#: JSON values a bundle may hold (:func:`.jsonlimits.loads`): a real one is a few dozen (its
+#: payload is one base64 string, an inclusion proof a few dozen hashes), so this is checked
+#: before sigstore's parser builds objects of a bundle that is megabytes of tiny values.
+MAX_BUNDLE_VALUES = 1000
 #: The production trusted root sigstore-python ships (package data of ``sigstore._store``).
 SHIPPED_ROOT = ("sigstore._store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
 #: Fulcio's certificate extensions naming the OIDC issuer: v2 (DER UTF8String), then v1 (raw).
@@ -68,7 +73,7 @@ def verify_bundle(data: bytes, payload: bytes, name: str, store: TrustStore, whe
     DSSE payload against ``payload`` (the manifest's statement) of distribution ``name``.
 
     Returns the signer; raises SigstoreError (``sigstore.*``), never anything else."""
-    doc = jsonlimits.loads(data, where, SigstoreError, limit=MAX_BUNDLE_BYTES)
+    doc = _loads(data, where)
     if not isinstance(doc, dict) or not isinstance(doc.get("mediaType"), str):
         raise SigstoreError("bundle", where, "not a Sigstore bundle: a JSON object with a mediaType is required")
     try:
@@ -83,6 +88,18 @@ def verify_bundle(data: bytes, payload: bytes, name: str, store: TrustStore, whe
     except Exception as exc:  # hostile input: whatever sigstore raised is this bundle's reason, only
         code, what = _classify(exc)
         raise SigstoreError(code, where, f"{what}: {describe(exc)}"[:500]) from None
+
+
+def _loads(data: bytes, where: str) -> Any:
+    """The bundle's JSON within :data:`MAX_BUNDLE_BYTES` and :data:`MAX_BUNDLE_VALUES`; too
+    many values is ``sigstore.too-large``, as too many bytes is."""
+    try:
+        return jsonlimits.loads(data, where, SigstoreError, limit=MAX_BUNDLE_BYTES,
+                                max_values=(MAX_BUNDLE_VALUES, "MAX_BUNDLE_VALUES"))
+    except SigstoreError as exc:
+        if exc.code != "sigstore.limit":
+            raise
+        raise SigstoreError("too-large", where, exc.detail) from None
 
 
 def _verify(data: bytes, payload: bytes, name: str, store: TrustStore, where: str) -> KeylessSigner:
