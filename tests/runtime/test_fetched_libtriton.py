@@ -170,3 +170,43 @@ def test_a_module_the_core_builds_and_loads_by_file_after_import_is_its_jit(
                           "except ImportError as exc:\n    print(type(exc).__name__, exc)\n")
     assert done.stdout.startswith("ImportError dynamic module does not define"), done
     assert marker.exists()
+
+
+def test_a_library_a_core_module_loads_by_path_after_import_is_not_the_cores_fetch(
+    venv: HookVenv, env: TrustEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: Path
+) -> None:
+    """Triton's ``profiler/_rocm.py`` loads ``libhsa-runtime64.so.1`` by absolute path, after
+    ``import triton``: the ctypes rule holds only while the core's ``__init__`` runs."""
+    runtime = library(tmp_path / "opt" / "rocm" / "lib", "libhsa-runtime64.so.1")
+    monkeypatch.setenv("FETCHED_LIB", str(runtime))
+    profiler = b"import ctypes, os\n_hsa = ctypes.CDLL(os.environ['FETCHED_LIB'])\n"
+    core(venv, env, b"", library(tmp_path / "build"), {"triton/profiler/__init__.py": profiler})
+    done = venv.run("-c", "import triton.profiler; print('imported')")
+    assert done.stdout == "imported\n", done.stderr
+    assert marker.exists()
+    warned = venv.run("-c", "import triton.profiler; print('imported')", policy="warn")
+    assert warned.stdout == "imported\n" and "verify.outside" not in warned.stderr, warned.stderr
+
+
+def test_a_library_fetched_by_a_module_the_cores_init_imports_is_refused(
+    venv: HookVenv, env: TrustEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: Path
+) -> None:
+    fetched = library(tmp_path / "cache")
+    monkeypatch.setenv("FETCHED_LIB", str(fetched))
+    core(venv, env, b"from . import _C\n", b"", {"triton/_C/__init__.py": FETCHING_INIT})
+    done = venv.run("-c", mapped_after(fetched))
+    assert done.stdout.startswith("refused ") and done.stdout.endswith("(verify.outside)\nnot mapped\n"), done
+    assert not marker.exists()
+
+
+def test_a_library_fetched_by_code_the_core_execs_is_refused(
+    venv: HookVenv, env: TrustEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: Path
+) -> None:
+    """Code compiled from a string has a synthetic file name (``<string>``): the load is judged
+    by the first frame of a real file, the core's ``__init__``."""
+    fetched = library(tmp_path / "cache")
+    monkeypatch.setenv("FETCHED_LIB", str(fetched))
+    core(venv, env, b"exec(compile(" + repr(FETCHING_INIT.decode()).encode() + b", '<string>', 'exec'))\n", b"")
+    done = venv.run("-c", mapped_after(fetched))
+    assert done.stdout.startswith("refused ") and done.stdout.endswith("(verify.outside)\nnot mapped\n"), done
+    assert "(ctypes)" in done.stdout and not marker.exists()

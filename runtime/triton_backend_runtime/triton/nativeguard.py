@@ -6,16 +6,21 @@ opens a library (PEP 578): ``ctypes.dlopen`` (the name) and, for an extension mo
 ``import`` with its file. One audit hook per process (installed only once a core is watched,
 by :func:`watch_native`) looks at those two events and nothing else:
 
+* only while the core's ``__init__`` (and what it imports) runs: that is where a core fetches
+  its library, and the path from ``_C/__init__.py`` to the library mapped is checked there;
 * the nearest Python frame outside ``ctypes`` (for an extension: outside ``importlib``'s
-  frozen frames) must be a module of a watched core package, not of ``<package>/backends/``:
-  backend drivers load their vendor's runtime (``libcuda``, ``libamdhip64``) by path;
+  frozen frames), skipping code compiled from a string (``<string>``, ``<stdin>``), must be a
+  module of a watched core package, not of ``<package>/backends/``: backend drivers load their
+  vendor's runtime (``libcuda``, ``libamdhip64``) by path;
 * a bare name (no ``/``) is the system loader's search, as an extension module found by the
   import system's own search (``import``, ``importlib.import_module``) is Python's: allowed;
 * anything else must be a file of a verified distribution (the same file: device and inode).
 
-An extension module loaded by file (``importlib.util.spec_from_file_location``) is checked only
-while the core's ``__init__`` runs: after that, Triton's own ``runtime/build.py`` loads the
-launchers and driver utilities it compiled into its cache that way, which no manifest can list.
+After import, loads are not judged here: Triton's own ``runtime/build.py`` loads the launchers
+it compiled into its cache by file, and ``profiler/_rocm.py`` loads ``libhsa-runtime64.so.1``
+by absolute path; no manifest can list either. What is mapped by the end of import is checked
+once then (:func:`.core.check_mapped`); a library loaded later is not checked before it runs.
+Code compiled under the name of a real file outside the package is judged as that file.
 
 A library that fails: under strict, the core's refusal (``verify.outside``) raised from the
 hook, so the library is never opened; under warn, one warning, and it loads. Any other error
@@ -40,6 +45,8 @@ __all__ = ["Watched", "watch_native", "native_reason"]
 DLOPEN = "ctypes.dlopen"
 EXTENSION = "import"
 _FROZEN = "<frozen importlib."
+#: How the file name of code compiled from a string (not from a file) starts.
+_SYNTHETIC = "<"
 
 
 @dataclass
@@ -118,13 +125,15 @@ def _judge(event: str, args: tuple[Any, ...], frame: Any) -> BaseException | Non
 
 
 def _caller_package(frame: Any, event: str) -> str | None:
-    """The watched core package whose own module (not a backend's) asked for the load."""
+    """The watched core package whose own module (not a backend's) asked for the load, while
+    its ``__init__`` runs."""
     skip = _ctypes_dir() if event == DLOPEN else _FROZEN
     while frame is not None:
         filename = frame.f_code.co_filename
         if event != DLOPEN and filename.startswith(_FROZEN) and frame.f_code.co_name == "_find_and_load":
             return None  # found by the import system's own search of sys.path
-        if not (skip and filename.startswith(skip)):
+        # code compiled from a string (<string>, <stdin>) is judged by the real file that ran it
+        if not (skip and filename.startswith(skip)) and not filename.startswith(_SYNTHETIC):
             break
         frame = frame.f_back
     if frame is None:
@@ -135,8 +144,8 @@ def _caller_package(frame: Any, event: str) -> str | None:
             inside = real[len(directory):]
             if inside.startswith("backends" + os.sep):
                 return None  # a backend's driver loads its vendor's runtime
-            if event != DLOPEN and directory not in _WATCHED.importing:
-                return None  # Triton's own JIT-built modules, after import
+            if directory not in _WATCHED.importing:
+                return None  # after import: Triton's JIT-built modules, the profiler's runtime
             return package
     return None
 
