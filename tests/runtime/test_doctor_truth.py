@@ -7,6 +7,7 @@ prints (text and ``--json``) must agree with what the import did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,11 @@ from helpers.disttree import Dist, TrustEnv, write_dist, write_record
 from helpers.hookvenv import HookVenv as Venv
 from helpers.hookvenv import make_hook_venv
 from helpers.renamed import BASE_COMPILER, BASE_DRIVER, backends_init
+from triton_backend_runtime.manifest import model as m
 
 IMPORT = "import triton\nprint('imported')\n"
+ISSUER = "https://token.actions.githubusercontent.com"
+REPO = "https://github.com/vendor/backend/.github/workflows/release.yml@refs/tags/v1"
 #: A Triton of the 2.x era: a core with no ``triton.backends``.
 CORE_2X = {"triton/__init__.py": b"__version__ = '2.3.1'\nfrom . import compiler\n", "triton/compiler.py": b"x = 1\n"}
 
@@ -85,3 +89,24 @@ def test_a_bundled_plugin_its_own_libtriton_cannot_serve_is_a_note(
     assert row["reason"]["code"] == "verify.symbols" and row["trust"] == "rejected"
     assert "whose own libtriton.so cannot serve it: it is never loaded, and nothing needs doing" in text.stdout
     assert "ATTENTION" not in text.stdout
+
+
+def test_upstream_identities_are_shown_as_checked_only_for_a_verified_manifest(venv: Venv, env: TrustEnv) -> None:
+    """``provenance.upstream`` is what the manifest's signer says it checked: as good as that
+    signature. A hash-only manifest's is anyone's claim, never shown (nor listed) as checked."""
+    def upstream(identity: str) -> Callable[[m.Manifest], None]:
+        def edit(manifest: m.Manifest) -> None:
+            manifest.provenance.upstream = [m.UpstreamIdentity(ISSUER, identity)]
+        return edit
+
+    signed = write_dist(venv.site, "good-backend", backends={"good": "good_backend"})
+    signed.sign(env.key, edit=upstream(f"{REPO}/good"))
+    write_record(signed)
+    unsigned = write_dist(venv.site, "bad-backend", backends={"bad": "bad_backend"})
+    unsigned.sign(edit=upstream(f"{REPO}/bad"))
+    write_record(unsigned)
+    text, doc = venv.doctor(policy="warn")
+    rows = {row["name"]: row for row in doc["backends"]}
+    assert (rows["good"]["trust"], rows["bad"]["trust"]) == ("verified", "unverified")
+    assert f"upstream: {REPO}/good (issuer {ISSUER}, pep740: checked before the mirror re-signed it)" in text.stdout
+    assert f"{REPO}/bad" not in text.stdout and rows["bad"]["upstream"] == []
