@@ -25,8 +25,9 @@ def test_real_triton_in_a_venv_adopted_then_strict_doctor(triton_wheel: Path, tm
     assert code == 0, doc
     (outcome,) = doc["distributions"]
     assert outcome["backends"] == ["amd", "nvidia"] and outcome["artifacts"] > 500
-    assert outcome["written"] == ["triton-3.9.0.dist-info/triton_backend.dsse.json",
-                                  "triton-3.9.0.dist-info/sboms/triton-backend.cdx.json", "triton-3.9.0.dist-info/RECORD"]
+    info = "triton-3.9.0.dist-info"
+    assert outcome["written"] == [f"{info}/triton_backend.dsse.json", f"{info}/sboms/triton-backend.cdx.json",
+                                  f"{info}/RECORD"]
     # Asked to, its bundled plugins say what they are (in the sandbox), from the installed files,
     # as migrate asks the wheel's.
     adopted = manifest_plugins((venv.site / "triton-3.9.0.dist-info" / MANIFEST_FILENAME).read_bytes())
