@@ -42,10 +42,10 @@ __all__ = [
     "auditwheel_repair", "build_editable", "build_sdist", "build_wheel",
     "describe_build", "entry_points_for", "get_requires_for_build_editable", "get_requires_for_build_sdist",
     "get_requires_for_build_wheel", "inject_entry_points", "keyless_signing", "plugins_with_contracts",
-    "prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel", "signing_key"
+    "prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel", "signing_key", "take_credentials"
 ]
 
-# A frontend runs each hook in a fresh interpreter: the scanning, signing and wheel-writing
+# A frontend runs each hook in a fresh interpreter: the scanning, Sigstore and wheel-writing
 # modules are imported only by the hooks that build a wheel, not by get_requires_* & co.
 SIGNING_KEY_ENV = config_mod.SIGNING_KEY_ENV
 #: Environment variable naming a Sigstore bundle to attach (relative to where the build started).
@@ -57,11 +57,13 @@ ConfigSettings = dict[str, Any] | None
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _one_line_errors(hook: F) -> F:
-    # A frontend runs hooks in a subprocess and shows its stderr: one line, no traceback.
+def _hook(hook: F) -> F:
+    """A PEP 517 hook: the credentials out of the environment before anything else runs, and
+    errors as one line (a frontend runs hooks in a subprocess and shows its stderr)."""
     @functools.wraps(hook)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
+            take_credentials()
             return hook(*args, **kwargs)
         except TrustError as exc:
             raise SystemExit(f"backend-packager: error: {exc}") from exc
@@ -69,11 +71,32 @@ def _one_line_errors(hook: F) -> F:
     return run  # type: ignore[return-value]
 
 
+#: The credentials a hook took, by environment variable: kept for the process, since a caller
+#: may run several hooks in one (only the first finds them in the environment).
+_HELD: dict[str, str] = {}
+
+
+def take_credentials() -> dict[str, str]:
+    """Take the identity token, the key's passphrase and the key's path out of the environment
+    (:func:`.manifest.signing.take_env`) into this process's memory, where only the signing reads
+    them: every hook runs the inner backend, the vendor's code, which must not see them, nor
+    any process it starts (a frontend's child inherits the frontend's environment)."""
+    from .manifest import keyless as kl
+    from .manifest import signing
+
+    for name in (kl.IDENTITY_TOKEN_ENV, signing.PASSPHRASE_ENV, SIGNING_KEY_ENV):
+        value = signing.take_env(name)
+        if value is not None:
+            _HELD[name] = value
+    return _HELD
+
+
 def _config(wheel_directory: str | None = None) -> config_mod.Config:
     # The output directory is <project root>/dist by default: a hint for finding the root
     # when this hook runs in an unpacked sdist (config_mod.project_root).
     hints = (Path(wheel_directory).resolve().parent,) if wheel_directory else ()
-    return config_mod.load(Path.cwd(), hints=hints)
+    key = {SIGNING_KEY_ENV: _HELD[SIGNING_KEY_ENV]} if SIGNING_KEY_ENV in _HELD else {}
+    return config_mod.load(Path.cwd(), {**os.environ, **key}, hints=hints)
 
 
 def _inner(cfg: config_mod.Config) -> Any:
@@ -112,17 +135,17 @@ def _requires(name: str, config_settings: ConfigSettings) -> list[str]:
     return requires
 
 
-@_one_line_errors
+@_hook
 def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
     return _requires("get_requires_for_build_wheel", config_settings)
 
 
-@_one_line_errors
+@_hook
 def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
     return _requires("get_requires_for_build_sdist", config_settings)
 
 
-@_one_line_errors
+@_hook
 def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
     return _requires("get_requires_for_build_editable", config_settings)
 
@@ -130,7 +153,7 @@ def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> l
 # -- sdist: nothing to add ----------------------------------------------------------------
 
 
-@_one_line_errors
+@_hook
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
     name: str = _inner(_config()).build_sdist(sdist_directory, config_settings)
     return name
@@ -139,12 +162,12 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
 # -- metadata -----------------------------------------------------------------------------
 
 
-@_one_line_errors
+@_hook
 def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
     return _prepare_metadata("wheel", metadata_directory, config_settings)
 
 
-@_one_line_errors
+@_hook
 def prepare_metadata_for_build_editable(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
     return _prepare_metadata("editable", metadata_directory, config_settings)
 
@@ -199,14 +222,14 @@ def _metadata_from_wheel(kind: str, cfg: config_mod.Config, target: Path, config
 # -- wheels -------------------------------------------------------------------------------
 
 
-@_one_line_errors
+@_hook
 def build_wheel(
     wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
 ) -> str:
     return _build("wheel", _config(wheel_directory), wheel_directory, config_settings)
 
 
-@_one_line_errors
+@_hook
 def build_editable(
     wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
 ) -> str:
@@ -215,8 +238,8 @@ def build_editable(
 
 def _build(kind: str, cfg: config_mod.Config, wheel_directory: str, config_settings: ConfigSettings, *,
            keyless: bool = True) -> str:
-    # Before the (long) inner build: a missing key or token fails fast, and the token leaves the
-    # environment before the vendor's build runs anything.
+    # Before the (long) inner build: a missing key or token fails fast (the hook took both out
+    # of the environment already).
     signer = keyless_signing(cfg) if keyless else None
     key = signing_key(cfg, keyless=signer is not None or (cfg.sigstore and not keyless))
     inner = _inner(cfg)
@@ -242,7 +265,8 @@ def signing_key(cfg: config_mod.Config, *, keyless: bool = False) -> SigningKey 
         if not cfg.signing_key.is_file():
             raise ConfigError("key", str(cfg.signing_key), f"cannot read signing key (from {cfg.signing_key_source}): "
                               f"no such file; {_RELATIVE_KEYS}")
-        return signing.load(cfg.signing_key)
+        passphrase = take_credentials().get(signing.PASSPHRASE_ENV)
+        return signing.load(cfg.signing_key, passphrase.encode() if passphrase else None)
     if keyless:
         return None
     if cfg.require_signature:
@@ -261,15 +285,15 @@ def signing_key(cfg: config_mod.Config, *, keyless: bool = False) -> SigningKey 
 
 def keyless_signing(cfg: config_mod.Config, environ: dict[str, str] | None = None) -> Keyless | None:
     """``sigstore = true``: a token from BACKEND_PACKAGER_IDENTITY_TOKEN (taken out of the
-    environment) or the CI's ambient credential, else ``config.sigstore``; or the bundle that
-    BACKEND_PACKAGER_SIGSTORE_BUNDLE names, attached (a byte-identical rebuild). Else None."""
+    environment: :func:`take_credentials`) or the CI's ambient credential, else ``config.sigstore``;
+    or the bundle that BACKEND_PACKAGER_SIGSTORE_BUNDLE names, attached (a byte-identical
+    rebuild). Else None."""
     from triton_backend_runtime.base import regularfile
 
     from .manifest import keyless as kl
-    from .manifest import signing
 
     env = os.environ if environ is None else environ
-    token = signing.take_env(kl.IDENTITY_TOKEN_ENV) if environ is None else env.get(kl.IDENTITY_TOKEN_ENV)
+    token = take_credentials().get(kl.IDENTITY_TOKEN_ENV) if environ is None else env.get(kl.IDENTITY_TOKEN_ENV)
     named = env.get(SIGSTORE_BUNDLE_ENV, "")
     if named:
         path = config_mod.start_directory(env) / named
