@@ -58,7 +58,9 @@ from urllib.parse import quote
 from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
-from cyclonedx.output.json import JsonV1Dot6
+from cyclonedx.model.dependency import Dependency
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.schema.schema import SchemaVersion1Dot6
 from packageurl import PackageURL
 from triton_backend_runtime.base import canonicalize_name
 from triton_backend_runtime.manifest import model as m
@@ -76,6 +78,7 @@ NATIVE_SUFFIXES = (".bc", ".cubin", ".fatbin")
 #: The namespace of serial numbers (UUIDv5 of a digest of what is described).
 _SERIAL_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:triton-backend:sbom")
 _ORIGIN = ("$ORIGIN", "${ORIGIN}")
+_SCHEMA_URI = "http://cyclonedx.org/schema/bom-1.6.schema.json"
 
 
 def sbom_bytes(
@@ -108,8 +111,20 @@ def sbom_bytes(
     bom.metadata.tools.components.add(Component(
         type=ComponentType.APPLICATION, name="backend-packager", version=__version__, bom_ref="tool:backend-packager"))
     _add_files(bom, root, files, {p.path: p for p in plugins}, list(backends or ()))
-    text = JsonV1Dot6(bom).output_as_string(indent=1)
-    return text.encode("utf-8") + b"\n"
+    return _json_text(bom).encode("utf-8") + b"\n"
+
+
+def _json_text(bom: Bom) -> str:
+    """What ``JsonV1Dot6(bom).output_as_string(indent=1)`` gives, linear in the components.
+
+    The outputter first runs ``Bom.validate`` (a ``register_dependency`` per component, each
+    scanning every dependency) and a bom-ref discriminator (a list search per bom-ref): both
+    quadratic, and no-ops here, since every component has its dependency entry and every
+    bom-ref is set and unique. Its flattening of nested dependencies is one as well: none nest.
+    """
+    doc = json.loads(bom.as_json(view_=SchemaVersion1Dot6))  # type: ignore[attr-defined]
+    doc.update({"$schema": _SCHEMA_URI, "bomFormat": "CycloneDX", "specVersion": SchemaVersion.V1_6.to_version()})
+    return json.dumps(doc, indent=1)
 
 
 def described_files(artifacts: Iterable[m.Artifact]) -> list[m.Artifact]:
@@ -169,8 +184,9 @@ def _add_files(bom: Bom, root: Component, files: list[m.Artifact], plugins: dict
     components = {a.path: _component(a, plugins.get(a.path), backends) for a in files}
     by_name = _libraries_by_name(files)
     external: dict[str, Component] = {}
+    needs: dict[str, list[Component]] = {path: [] for path in components}  # a path listed twice: one entry
     for artifact in files:
-        targets: list[Component] = []
+        targets = needs[artifact.path]
         for needed in artifact.elf.needed if artifact.elf else []:
             inside = _resolve(needed, artifact, by_name)
             if inside:
@@ -179,10 +195,12 @@ def _add_files(bom: Bom, root: Component, files: list[m.Artifact], plugins: dict
                 if needed not in external:
                     external[needed] = _external(needed)
                 targets.append(external[needed])
-        bom.register_dependency(components[artifact.path], targets)
+    graph = [(root, list(components.values())), *((components[p], ts) for p, ts in needs.items()),
+             *((library, []) for library in external.values())]
     for component in [*components.values(), *external.values()]:
         bom.components.add(component)
-    bom.register_dependency(root, components.values())
+    # Assigned at once: Bom.register_dependency scans every entry on each call (quadratic).
+    bom.dependencies = [Dependency(c.bom_ref, [Dependency(t.bom_ref) for t in ts]) for c, ts in graph]
 
 
 def _component(artifact: m.Artifact, plugin: m.Plugin | None, backends: list[m.Backend]) -> Component:

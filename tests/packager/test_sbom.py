@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cyclonedx.model.bom import Bom
+from cyclonedx.output.json import JsonV1Dot6
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from helpers.cli import run_cli
@@ -212,3 +214,23 @@ def test_an_sbom_with_an_odd_name_is_referenced_by_a_valid_uri() -> None:
     odd = artifact_from_bytes(f"{DIST_INFO}/sboms/odd name%zz.json", b"{}")
     doc = valid(sbom_bytes([odd], name=NAME, version=VERSION))
     assert doc["metadata"]["component"]["externalReferences"][0]["url"] == "odd%20name%25zz.json"
+
+
+def test_the_sbom_is_what_the_librarys_own_outputter_writes(wheel: Path) -> None:
+    data = sbom_of_wheel(wheel, epoch=1_700_000_000).data  # a timestamp: parsing one back without it stamps the clock
+    again = JsonV1Dot6(Bom.from_json(json.loads(data))).output_as_string(indent=1)  # type: ignore[attr-defined]
+    assert again.encode("utf-8") + b"\n" == data
+
+
+def test_thousands_of_files_give_one_component_and_one_dependency_entry_each(elf_files: ElfFixtures) -> None:
+    count = 3000  # a hostile wheel's empty bitcode members, and one library needing libc and libm
+    empty = [m.Artifact(f"pkg/k{i:05d}.bc", hashlib.sha256(b"").hexdigest(), 0) for i in range(count)]
+    lib = artifact_from_file(elf_files.exports, "pkg/libexports.so")
+    doc = valid(sbom_bytes([*empty, lib], name=NAME, version=VERSION))
+    refs = [c["bom-ref"] for c in doc["components"]]
+    assert len(refs) == len(set(refs)) == count + 3
+    graph = edges(doc)
+    assert len(doc["dependencies"]) == len(graph) == count + 4 and set(graph) == {*refs, "pkg:pypi/demo-pkg@1.0"}
+    assert len(graph["pkg:pypi/demo-pkg@1.0"]) == count + 1 and graph["soname:libc.so.6"] == []
+    assert graph["file:pkg/libexports.so"] == ["soname:libc.so.6", "soname:libm.so.6"]
+    assert sum(map(len, graph.values())) == count + 3
