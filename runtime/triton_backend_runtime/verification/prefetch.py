@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import os
 
-from ..base import TrustError, VerifyError, jsonlimits
+from ..base import SignatureError, TrustError, VerifyError, jsonlimits
 from ..site import Confinement, Distribution, HashCache, installed_path, read_small_bytes
 from ..trust import MAX_ENVELOPE_BYTES
 
@@ -72,7 +72,7 @@ def _signed(manifest: str) -> bool:
     if data is None:
         return False
     try:
-        doc = jsonlimits.loads(data, manifest, VerifyError, limit=MAX_ENVELOPE_BYTES,
+        doc = jsonlimits.loads(data, manifest, SignatureError, limit=MAX_ENVELOPE_BYTES,
                                max_values=(_ENVELOPE_VALUES, "prefetch"))
     except TrustError:
         return False
