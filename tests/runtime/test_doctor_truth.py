@@ -91,7 +91,7 @@ def test_a_bundled_plugin_its_own_libtriton_cannot_serve_is_a_note(
     assert "ATTENTION" not in text.stdout
 
 
-def test_upstream_identities_are_shown_as_checked_only_for_a_verified_manifest(venv: Venv, env: TrustEnv) -> None:
+def test_upstream_identities_are_shown_as_checked_only_under_a_trusted_signature(venv: Venv, env: TrustEnv) -> None:
     """``provenance.upstream`` is what the manifest's signer says it checked: as good as that
     signature. A hash-only manifest's is anyone's claim, never shown (nor listed) as checked."""
     def upstream(identity: str) -> Callable[[m.Manifest], None]:

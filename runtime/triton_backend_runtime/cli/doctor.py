@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base import BAD_STATES, STRICT, VERIFIED, Reason, describe, printable
+from ..base import BAD_STATES, STRICT, Reason, describe, printable
 from ..loading import NEVER_SERVED, BackendRow, PluginRow, Report
 from ..loading import registry as reg
 from ..site import DEFAULT_PACKAGE
@@ -251,9 +251,9 @@ def _details(row: BackendRow | PluginRow) -> None:
     if row.coverage:
         covers = "every file" if row.coverage == "all" else "native files only"
         print(f"      manifest covers: {covers}")
-    # what its signer says it checked: as trusted as the row's signature, so a claim only
-    # where that signature did not verify
-    checked = "checked before the mirror re-signed it" if row.trust == VERIFIED else "an unverified claim"
+    # what its signer says it checked: as trusted as the row's signature, so only a claim
+    # where no trusted signature verified
+    checked = "checked before the mirror re-signed it" if row.signature == "trusted" else "an unverified claim"
     for upstream in row.upstream:
         print(f"      upstream: {printable(upstream['identity'])} (issuer {printable(upstream['issuer'])}, "
               f"{upstream['kind']}: {checked})")

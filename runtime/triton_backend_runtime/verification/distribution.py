@@ -125,7 +125,7 @@ def verify_distribution(dist: Distribution, ctx: Context) -> Verdict:
         verdict.problem = Reason("verify.error", dist.manifest, f"cannot verify: {describe(exc)}"[:500])
     finally:
         ctx.hashes.settle()
-    if verdict.status != VERIFIED:  # what an unsigned or untrusted manifest says was checked: a claim of anyone's
+    if verdict.signature != "trusted":  # what an unsigned or untrusted manifest says was checked: anyone's claim
         verdict.upstream = []
     return verdict
 
