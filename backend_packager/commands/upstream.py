@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from triton_backend_runtime.manifest import UpstreamIdentity
-from triton_backend_runtime.trust import Identity, parse_identity
+from triton_backend_runtime.trust import Identity, certificate_issuer, parse_identity
 
 from ..base import InputError, TrustError
 
@@ -36,9 +36,6 @@ __all__ = ["MAX_PROVENANCE_BYTES", "PROVENANCE_SUFFIX", "ProvenanceError", "chec
 MAX_PROVENANCE_BYTES = 1 << 20
 #: The name of a local wheel's provenance: the wheel's file name and this.
 PROVENANCE_SUFFIX = ".provenance"
-#: Fulcio's certificate extensions naming the OIDC issuer: v2 (DER UTF8String), then v1 (raw).
-_ISSUER_V2 = "1.3.6.1.4.1.57264.1.8"
-_ISSUER_V1 = "1.3.6.1.4.1.57264.1.1"
 
 
 class ProvenanceError(TrustError):
@@ -119,7 +116,7 @@ class _Listed:
     def verify(self, cert: Any) -> None:
         from sigstore.errors import VerificationError
 
-        issuer, sans = _issuer(cert), _sans(cert)
+        issuer, sans = certificate_issuer(cert), _sans(cert)
         for identity in self.identities:
             san = next((s for s in sans if issuer is not None and identity.matches(issuer, s)), None)
             if san is not None and issuer is not None:
@@ -127,24 +124,6 @@ class _Listed:
                 return
         self.refused = (issuer, sans)
         raise VerificationError("no listed upstream identity matches the certificate")
-
-
-def _issuer(cert: Any) -> str | None:
-    from cryptography import x509
-    from cryptography.hazmat import asn1
-
-    for oid, der in ((_ISSUER_V2, True), (_ISSUER_V1, False)):
-        try:
-            raw = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier(oid)).value.value
-        except x509.ExtensionNotFound:
-            continue
-        try:
-            text = asn1.decode_der(str, raw) if der else raw.decode("utf-8")
-        except ValueError:
-            continue
-        if text:
-            return str(text)
-    return None
 
 
 def _sans(cert: Any) -> list[str]:

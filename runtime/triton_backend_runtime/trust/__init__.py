@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .pins import load_pins, parse_pin_name, pin_text, remove_pin, set_pin
     from .revocation import revoking
     from .scopes import parse_scope, set_scope
-    from .sigstorebundle import MAX_BUNDLE_BYTES, KeylessSigner, verify_bundle
+    from .sigstorebundle import MAX_BUNDLE_BYTES, KeylessSigner, certificate_issuer, verify_bundle
     from .statement import manifest_from_statement, statement_bytes
     from .syntax import parse_name
 
@@ -65,6 +65,7 @@ __all__ = [
     "SIGSTORE_ROOT_FILE",
     "TrustStore",
     "admit_signers",
+    "certificate_issuer",
     "check_floor",
     "delegation",
     "dsse",
@@ -123,6 +124,7 @@ _WHERE = {
     "SIGSTORE_ROOT_FILE": "paths",
     "TrustStore": "keys",
     "admit_signers": "delegation",
+    "certificate_issuer": "sigstorebundle",
     "check_floor": "delegation",
     "identity_id": "identities",
     "keyid_of": "keys",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IN_TOTO_PAYLOAD_TYPE", "KeylessSigner", "MAX_BUNDLE_BYTES", "MAX_BUNDLE_VALUES", "SHIPPED_ROOT", "SigstoreError",
-    "verify_bundle",
+    "certificate_issuer", "verify_bundle",
 ]
 
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -140,7 +140,7 @@ class _Policy:
     def verify(self, cert: Any) -> None:
         from sigstore.errors import VerificationError
 
-        issuer, san = _issuer(cert), _san(cert)
+        issuer, san = certificate_issuer(cert), _san(cert)
         try:
             self.signer = _admit(self.store, issuer, san, self.where)
         except SigstoreError as exc:
@@ -173,7 +173,8 @@ def _admit(store: TrustStore, issuer: str | None, san: str | None, where: str) -
     return KeylessSigner(chosen.id, issuer, san, chosen.pattern)
 
 
-def _issuer(cert: Any) -> str | None:
+def certificate_issuer(cert: Any) -> str | None:
+    """The OIDC issuer a Fulcio certificate names (its v2 extension, else v1), or None."""
     from cryptography import x509
 
     for oid, der in ((_ISSUER_V2, True), (_ISSUER_V1, False)):
