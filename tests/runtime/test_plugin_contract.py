@@ -415,3 +415,32 @@ def test_migrate_keeps_the_declaration_and_captures_again(libs: Libs, tmp_path: 
     (row,) = inspected(tmp_path / "again" / wheel.name)["plugins"]
     assert row["captured"] and row["info"]["libtriton"] == LIBTRITON
     assert row["declared"]["on_failure"] == "fail" and row["declared"]["passes"][0]["after"] == "ttgir"
+
+
+_VERSIONS = (st.from_regex(r"[0-9]{1,2}(\.[0-9]{1,2}){0,3}(\+[a-zA-Z0-9._!-]{0,5})?", fullmatch=True)
+             | st.text(alphabet="0123456789.+-_aZ!\u017f v", max_size=10))
+
+
+@settings(max_examples=400, deadline=None)
+@given(installed=_VERSIONS, built_for=st.none() | _VERSIONS)
+def test_the_check_without_a_range_agrees_with_packaging(installed: str, built_for: str | None) -> None:
+    # The check skips packaging for plain versions: the verdict must be the one packaging gives.
+    from packaging.version import InvalidVersion, Version
+    from triton_backend_runtime.base import VerifyError
+    from triton_backend_runtime.verification.contract import check_terms
+    from triton_backend_runtime.verification.verdict import PluginTerms
+
+    def release(version: str) -> tuple[int, ...] | None:
+        try:
+            return Version(version).release
+        except InvalidVersion:
+            return None
+
+    passes = not installed or (release(installed) is not None
+                               and (built_for is None or release(built_for) == release(installed)))
+    try:
+        check_terms(PluginTerms(captured=True, built_for=built_for), installed, "here")
+    except VerifyError as error:
+        assert not passes and error.code == "verify.plugin-triton", (installed, built_for, error)
+    else:
+        assert passes, (installed, built_for)

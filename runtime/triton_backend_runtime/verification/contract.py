@@ -41,13 +41,25 @@ def check_terms(terms: PluginTerms, triton_version: str | None, where: str) -> N
 
 
 def _same_plain_release(terms: PluginTerms, triton_version: str | None) -> bool:
-    """Built for exactly the installed release (local ``+git...`` parts aside), both plain
-    dotted numbers, and no declared range: the full check would pass, without importing
-    ``packaging`` (4 ms of a warm import)."""
-    if terms.triton or terms.built_for is None or not triton_version:
+    """No declared range, the installed Triton a plain PEP 440 version, and the plugin built for
+    none or for exactly the installed release (local ``+...`` parts aside): the full check would
+    pass, without importing ``packaging`` (4-6 ms of a warm import)."""
+    if terms.triton or not triton_version or not _plain_version(triton_version):
         return False
-    built, installed = terms.built_for.split("+", 1)[0], triton_version.split("+", 1)[0]
-    return built == installed and all(part.isascii() and part.isdigit() for part in built.split("."))
+    if terms.built_for is None:
+        return True  # Triton's own bundled plugins: only the installed version is parsed
+    return (_plain_version(terms.built_for)
+            and terms.built_for.split("+", 1)[0] == triton_version.split("+", 1)[0])
+
+
+def _plain_version(version: str) -> bool:
+    """Dotted ASCII digits with an optional PEP 440 local part: a subset of what ``packaging``
+    parses, so any version this accepts is valid there too."""
+    release, plus, local = version.partition("+")
+    # A local part is ASCII letter-and-digit runs joined by single "-", "_" or ".".
+    local_parts = local.replace("-", ".").replace("_", ".").split(".") if plus else []
+    return (all(part.isascii() and part.isdigit() for part in release.split("."))
+            and all(part.isascii() and part.isalnum() for part in local_parts))
 
 
 def _release(version: str) -> tuple[int, ...] | None:
