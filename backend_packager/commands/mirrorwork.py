@@ -17,6 +17,7 @@ from triton_backend_runtime.base import describe
 
 from .. import __version__
 from ..base import TrustError, atomic_output, checkpoint, sha256_pread, worker_pool
+from ..manifest import SBOM_PATH
 from .confined import is_regular, open_confined, read_confined
 from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
 from .mirrorstate import State
@@ -248,10 +249,12 @@ def output_stat(path: Path) -> list[int]:
 
 
 def tool(capture: Policy, sigstore: bool = False) -> str:
-    """What made the outputs: the packager's version, how plugins were asked (a manifest
-    records ``not-run`` or what the plugin reported, so another choice is another output), and
-    whether a Sigstore bundle signs them too."""
-    made = __version__ if capture == "off" else f"{__version__}; capture-plugins={capture}"
+    """What made the outputs: the packager's version and what it writes into a wheel (the
+    SBOM: outputs of this version made before SBOMs were written are made again), how plugins
+    were asked (a manifest records ``not-run`` or what the plugin reported, so another choice
+    is another output), and whether a Sigstore bundle signs them too."""
+    version = f"{__version__}; sbom={SBOM_PATH}"
+    made = version if capture == "off" else f"{version}; capture-plugins={capture}"
     return f"{made}; sigstore" if sigstore else made
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .keyless import Keyless, keyless_files
     from .pluginanswer import reported_where
     from .plugininfo import Policy
-    from .sbom import NATIVE_SUFFIXES, SBOM_DIR, described_files, sbom_bytes
+    from .sbom import NATIVE_SUFFIXES, SBOM_DIR, SBOM_PATH, described_files, sbom_bytes
     from .sbomfile import regenerated_members, sbom_member
     from .signing import SigningKey, seal
 
@@ -36,6 +36,7 @@ __all__ = [
     "NATIVE_SUFFIXES",
     "Policy",
     "SBOM_DIR",
+    "SBOM_PATH",
     "SIGNING_KEY_ENV",
     "SigningKey",
     "backendcode",
@@ -66,6 +67,7 @@ _WHERE = {
     "NATIVE_SUFFIXES": "sbom",
     "Policy": "plugininfo",
     "SBOM_DIR": "sbom",
+    "SBOM_PATH": "sbom",
     "SIGNING_KEY_ENV": "config",
     "SigningKey": "signing",
     "described_files": "sbom",

@@ -116,6 +116,23 @@ def test_adding_one_wheel_migrates_only_that_one(src: Path, wheels: dict[str, Pa
     assert sorted(statuses(doc).values()) == ["failed", "unchanged", "unchanged", "unchanged"]
 
 
+def test_outputs_made_before_sboms_are_made_again(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                  tmp_path: Path) -> None:
+    """A mirror written by this packager version before it wrote SBOMs (the state's tool names
+    no SBOM) serves wheels without one: the next run makes them again."""
+    out = tmp_path / "out"
+    run_mirror(src, out, keys[0])
+    state_file = out / mirror.STATE_FILE
+    state = json.loads(state_file.read_bytes())
+    assert "; sbom=" in state["tool"]
+    state["tool"] = state["tool"].split("; sbom=")[0]
+    state_file.write_text(json.dumps(state))
+    _, doc, _ = run_mirror(src, out, keys[0])
+    assert statuses(doc)[wheels["backend"].name] == "migrated"
+    with zipfile.ZipFile(out / wheels["backend"].name) as archive:
+        assert any(name.endswith(".dist-info/sboms/triton-backend.cdx.json") for name in archive.namelist())
+
+
 def test_key_change_resigns_migrated_wheels_only(src: Path, wheels: dict[str, Path], keys: tuple,
                                                 tmp_path: Path) -> None:
     out = tmp_path / "out"
