@@ -41,7 +41,7 @@ run python3 -c "import sys, importlib.metadata as md; print(sys.version.split()[
 run nvidia-smi -L
 echo "site-packages: $SITE"
 # Measured first, on a copy (the installed Triton is never changed by the benchmark).
-run python3 bench/bench_adopt.py --installed "$SITE" --jobs 8 | tee "$OUT/bench_adopt.txt"
+run python3 bench/bench_adopt.py --installed "$SITE" | tee "$OUT/bench_adopt.txt"
 run python3 -m backend_packager keygen -o "$WORK/keys/platform.pem" --comment "gpu platform team"
 run python3 -m backend_packager adopt triton --site-packages "$SITE" --key "$WORK/keys/platform.pem" --jobs 8
 run python3 -m triton_backend_runtime trust add "$WORK/keys/platform.pub"
