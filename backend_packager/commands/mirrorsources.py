@@ -1,6 +1,10 @@
-"""The input wheels of a mirror run: every ``*.whl`` of a directory, or every wheel a PEP 503
-simple index on disk links to (hrefs resolved as URLs, confined to the source tree), one
-source per file name; an input or link that cannot be used is that input's failure."""
+"""The input wheels of a mirror run: every ``*.whl`` of a directory, or every wheel a simple
+index on disk links to (hrefs resolved as URLs, confined to the source tree), one source per
+file name; an input or link that cannot be used is that input's failure.
+
+A project directory of the index is read from its PEP 691 ``index.json`` when it has one,
+else from its PEP 503 ``index.html``: the JSON carries the same links, hashes and PEP 740
+provenance URLs, typed (a mirror's own output serves both, with the same data)."""
 
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ def _index_dir(root: Path) -> Path | None:
     """``root/simple`` or ``root`` itself when it holds project pages and no wheel."""
     if (root / INDEX_DIR / "index.html").is_file() or (root / INDEX_DIR).is_dir():
         return root / INDEX_DIR
-    if not any(root.glob("*.whl")) and any(root.glob("*/index.html")):
+    if not any(root.glob("*.whl")) and (any(root.glob("*/index.html")) or any(root.glob("*/index.json"))):
         return root
     return None
 
@@ -110,9 +114,9 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
     sources: list[Source] = []
     failures: list[Result] = []
     skipped = 0
-    for page in sorted(index.glob("*/index.html")):
+    for page in _project_pages(index):
         try:
-            found = simpleindex.links(read_confined(page, confine, MAX_PAGE_BYTES).decode("utf-8", "replace"))
+            found = _page_links(page, confine)
         except (TrustError, simpleindex.PageError) as exc:
             error = exc if isinstance(exc, TrustError) else MirrorError("page", str(page), str(exc))
             failures.append(failure(f"{page.parent.name}/{page.name}", str(page), error))
@@ -126,6 +130,10 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
                 continue
             if name is None:
                 skipped += 1
+                continue
+            if link.filename is not None and link.filename != name:
+                failures.append(failure(name, f"{page}: {link.href[:200]}", MirrorError(
+                    "source", str(page), f"the page names the file {link.filename[:200]!r}, its URL {name!r}")))
                 continue
             try:
                 provenance = _provenance_target(page, base, link.provenance, root)
@@ -141,6 +149,23 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
                     sources.pop()
                     failures.append(failure(name, f"{page}: {link.href[:200]}", exc))
     return sources, failures, skipped
+
+
+def _project_pages(index: Path) -> list[Path]:
+    """One page per project directory under ``index``, by directory name: its ``index.json``
+    (PEP 691) where there is one, else its ``index.html`` (PEP 503)."""
+    pages: dict[Path, Path] = {}
+    for page in [*index.glob("*/index.html"), *index.glob("*/index.json")]:
+        if page.name == "index.json" or page.parent not in pages:
+            pages[page.parent] = page
+    return [pages[d] for d in sorted(pages)]
+
+
+def _page_links(page: Path, confine: Path) -> list[simpleindex.Link]:
+    data = read_confined(page, confine, MAX_PAGE_BYTES)
+    if page.name == "index.json":
+        return simpleindex.json_links(data)
+    return simpleindex.links(data.decode("utf-8", "replace"))
 
 
 def _link_name(href: str) -> str:

@@ -17,8 +17,12 @@ PEP 629's ``pypi:repository-version`` meta tag is set to 1.0.
 
 Reading (:func:`links`) parses a PEP 503 project page of a source index: the anchors' hrefs,
 the ``sha256`` fragment each may carry, and PEP 740's ``data-provenance`` attribute (the URL of
-the file's provenance object). Nothing else on the page is trusted; a page the
-parser cannot read is one :class:`PageError`, never another exception.
+the file's provenance object). :func:`json_links` reads the PEP 691 JSON form of the same
+page (``files``: ``filename``, ``url``, ``hashes``, and PEP 740's ``provenance`` URL or
+null), parsed within the runtime's JSON bounds (size, depth, number length). A project
+directory holding both is read from its JSON: it carries the same data, typed, with no
+markup to guess at. Nothing else on a page is trusted; a page the parser cannot read is one
+:class:`PageError`, never another exception.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import quote
 
-__all__ = ["API_VERSION", "IndexFile", "Link", "PageError", "links", "pages"]
+from triton_backend_runtime.base import TrustError, jsonlimits
+
+__all__ = ["API_VERSION", "IndexFile", "Link", "PageError", "json_links", "links", "pages"]
 
 #: PEP 691 API version written in ``meta``.
 API_VERSION = "1.0"
@@ -49,12 +56,14 @@ class IndexFile:
 
 @dataclass(frozen=True)
 class Link:
-    """One anchor of a PEP 503 page: the href without its fragment, the sha256 it names, and
-    the URL of its PEP 740 provenance (``data-provenance``) as written, if any."""
+    """One anchor of a PEP 503 page (or file of a PEP 691 page): the href without its
+    fragment, the sha256 it names, the URL of its PEP 740 provenance as written, if any, and
+    the file name a PEP 691 page gives (None from HTML, where the href's last part is the name)."""
 
     href: str
     sha256: str | None
     provenance: str | None = None
+    filename: str | None = None
 
 
 def pages(files: Iterable[IndexFile]) -> dict[str, bytes]:
@@ -126,7 +135,12 @@ class _Anchors(HTMLParser):
 
 
 class PageError(ValueError):
-    """A page the HTML parser gives up on (its own exceptions vary with the input)."""
+    """A page the parser gives up on: HTML it cannot read (its exceptions vary with the input),
+    or JSON that is not a PEP 691 project page."""
+
+
+class _JsonPageError(TrustError):
+    code_prefix = "page"
 
 
 def links(page: str) -> list[Link]:
@@ -146,3 +160,44 @@ def links(page: str) -> list[Link]:
         digest = digest.lower()
         found.append(Link(url, digest if algo == "sha256" and _HEX64.match(digest) else None, provenance))
     return found
+
+
+def json_links(data: bytes) -> list[Link]:
+    """The files of a PEP 691 project page (API version 1.x), in page order. ``hashes.sha256``
+    of 64 hex digits is the file's hash (any other gives none, as a fragment does in HTML);
+    ``provenance`` (PEP 740) is a URL or null. A page that is not such JSON, or a file entry
+    of the wrong shape, is one :class:`PageError`."""
+    try:
+        doc = jsonlimits.loads(data, "index.json", _JsonPageError, limit=len(data))
+    except _JsonPageError as exc:
+        raise PageError(f"not a readable PEP 691 page ({exc.detail[:200]})") from None
+    version = _field(_field(doc, "meta", dict, "the page"), "api-version", str, "meta")
+    if version.split(".")[0] != "1":
+        raise PageError(f"PEP 691 API version {version[:20]!r}: only 1.x is read")
+    files = _field(doc, "files", list, "the page")
+    return [_json_link(item, n) for n, item in enumerate(files)]
+
+
+def _json_link(item: Any, n: int) -> Link:
+    where = f"files[{n}]"
+    if not isinstance(item, dict):
+        raise PageError(f"{where} is not an object")
+    filename = _field(item, "filename", str, where)
+    url = _field(item, "url", str, where)
+    hashes = _field(item, "hashes", dict, where)
+    provenance = item.get("provenance")
+    if provenance is not None and not isinstance(provenance, str):
+        raise PageError(f"{where}.provenance is neither a URL nor null")
+    digest = hashes.get("sha256")
+    digest = digest.lower() if isinstance(digest, str) else ""
+    return Link(url.partition("#")[0], digest if _HEX64.match(digest) else None, provenance or None, filename)
+
+
+_JSON_TYPES: dict[type, str] = {list: "array", dict: "object", str: "string"}
+
+
+def _field(doc: Any, key: str, kind: type, where: str) -> Any:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(value, kind):
+        raise PageError(f"{where}: {key!r} missing or not a JSON {_JSON_TYPES[kind]}")
+    return value

@@ -1,5 +1,5 @@
-"""A source index is hostile input: its pages and links, fuzzed. Parsing gives links or one
-``PageError``; resolving a link gives a path inside the source tree or that link's
+"""A source index is hostile input: its pages (PEP 503 HTML, PEP 691 JSON) and links, fuzzed.
+Parsing gives links or one ``PageError``; resolving a link gives a path inside the source tree or that link's
 ``MirrorError``; reading a whole tree gives sources and per-link failures, never an
 exception (``error.internal`` once ended a whole run for one NUL byte). ``FUZZ_EXAMPLES``
 sets the number of examples (``make fuzz``)."""
@@ -7,6 +7,7 @@ sets the number of examples (``make fuzz``)."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -38,6 +39,41 @@ def test_links_never_raise_but_page_error(page: str) -> None:
         assert link.sha256 is None or len(link.sha256) == 64
 
 
+#: Any JSON value, huge numbers and deep lists included.
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**40, 10**40) | st.floats() | st.text(max_size=20)
+                           | hrefs, lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.sampled_from(["filename", "url", "hashes", "provenance", "sha256",
+                                                              "meta", "api-version", "files", "x"]), inner, max_size=5),
+                           max_leaves=30)
+json_files = st.fixed_dictionaries({"filename": hrefs, "url": hrefs},
+                                   optional={"hashes": st.dictionaries(st.sampled_from(["sha256", "md5"]),
+                                                                       json_values | st.just("ab" * 32)),
+                                             "provenance": json_values})
+json_pages = st.one_of(
+    st.binary(max_size=200),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.builds(lambda version, files: json.dumps({"meta": {"api-version": version}, "files": files}).encode(),
+              st.sampled_from(["1.0", "1.1", "2.0", "1", ""]) | json_values, st.lists(json_files | json_values,
+                                                                                         max_size=4)),
+    st.integers(1, 3000).map(lambda n: b'{"meta": {"api-version": "1.0"}, "files": ' + b"[" * n + b"]" * n + b"}"),
+    st.integers(20, 5000).map(lambda n: b'{"meta": {"api-version": "1.0"}, "files": [' + b"9" * n + b"]}"),
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(page=json_pages)
+def test_json_links_never_raise_but_page_error(page: bytes) -> None:
+    """A PEP 691 page: hostile bytes, JSON of any shape, huge numbers, deep nesting."""
+    try:
+        found = simpleindex.json_links(page)
+    except simpleindex.PageError:
+        return
+    for link in found:
+        assert isinstance(link.href, str) and isinstance(link.filename, str) and "#" not in link.href
+        assert link.sha256 is None or len(link.sha256) == 64
+        assert link.provenance is None or isinstance(link.provenance, str)
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(href=hrefs)
 def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
@@ -54,14 +90,19 @@ def test_a_link_resolves_inside_the_tree_or_fails_alone(href: str) -> None:
 
 
 @settings(max_examples=max(1, EXAMPLES // 5), deadline=None)
-@given(links=st.lists(hrefs, min_size=1, max_size=6))
-def test_a_tree_of_bad_links_gives_failures_never_an_exception(links: list[str]) -> None:
+@given(links=st.lists(hrefs, min_size=1, max_size=6), as_json=st.booleans())
+def test_a_tree_of_bad_links_gives_failures_never_an_exception(links: list[str], as_json: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "src"
         (root / "simple" / "demo").mkdir(parents=True)
         (root / WHEEL).write_bytes(b"PK not a wheel")
-        (root / "simple" / "demo" / "index.html").write_text(
-            "".join(f'<a href="{html.escape(h, quote=True)}">x</a>\n' for h in links), errors="surrogatepass")
+        page = root / "simple" / "demo" / ("index.json" if as_json else "index.html")
+        if as_json:
+            files = [{"filename": h.rsplit("/", 1)[-1], "url": h, "hashes": {}, "provenance": h} for h in links]
+            page.write_text(json.dumps({"meta": {"api-version": "1.0"}, "files": files}))
+        else:
+            page.write_text("".join(f'<a href="{html.escape(h, quote=True)}">x</a>\n' for h in links),
+                            errors="surrogatepass")
         sources, failures, _ = mirror.discover([root], Path(tmp) / "out")
         real = root.resolve()
         for source in sources:

@@ -215,3 +215,65 @@ def test_a_bad_upstream_identity_is_a_usage_error(src: Path, keys: tuple, tmp_pa
         code, doc, _ = run_mirror(src, tmp_path / "out", keys[0], "--upstream-identity", bad)
         assert (code, doc["error"]["code"]) == (2, why), bad
     assert not (tmp_path / "out").exists()
+
+
+def pep691(*files: dict) -> str:
+    return json.dumps({"meta": {"api-version": "1.1"}, "name": "x", "files": list(files)})
+
+
+def test_a_source_index_serves_provenance_by_pep691_json(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                         tmp_path: Path) -> None:
+    """PEP 740 in the simple API's JSON (PEP 691): each file's ``provenance`` URL, or null. The
+    JSON is read where a project has both pages (its HTML here names no provenance); a page
+    that is not PEP 691 JSON fails alone."""
+    tree = tmp_path / "index"
+    project = tree / "simple" / "pypi-attestations"
+    project.mkdir(parents=True)
+    shutil.copy2(src / REAL, project / REAL)
+    shutil.copy2(src / f"{REAL}.provenance", project / "real.provenance")
+    digest = hashlib.sha256((src / REAL).read_bytes()).hexdigest()
+    (project / "index.json").write_text(pep691({"filename": REAL, "url": REAL, "hashes": {"sha256": digest},
+                                                "provenance": "real.provenance"}))
+    (project / "index.html").write_text(f'<a href="{REAL}">{REAL}</a>\n')
+    backend = wheels["backend"].name
+    other = tree / "simple" / "legacy-ep-backend"
+    other.mkdir()
+    shutil.copy2(src / backend, other / backend)
+    shutil.copy2(src / f"{backend}.provenance", other / f"{backend}.provenance")  # beside it, but not served
+    (other / "index.json").write_text(pep691({"filename": backend, "url": backend, "hashes": {}, "provenance": None}))
+    broken = tree / "simple" / "broken"
+    broken.mkdir()
+    (broken / "index.json").write_text('{"meta": {"api-version": "1.0"}, "files": ' + "[" * 5000 + "]" * 5000 + "}")
+    code, doc, _ = run_mirror(tree, tmp_path / "out", keys[0], *upstream(REAL_IDENTITY, VENDOR))
+    assert code == 1
+    assert statuses(doc) == {REAL: "copied", backend: "failed", "broken/index.json": "failed"}
+    rows = by_name(doc)
+    assert rows[REAL]["upstream"] == [{"issuer": GITHUB, "identity": REAL_IDENTITY, "kind": "pep740"}]
+    assert rows[backend]["error"]["code"] == "provenance.missing"
+    assert rows["broken/index.json"]["error"]["code"] == "mirror.page"
+    assert "nested" in rows["broken/index.json"]["error"]["message"]
+
+
+def test_a_pep691_page_is_checked_as_its_html_is(src: Path, keys: tuple, tmp_path: Path) -> None:
+    """The JSON's sha256 must match the file; its name must be its URL's; a provenance URL
+    leaving the tree fails that file; the wrong shape fails the page."""
+    tree = tmp_path / "index"
+    project = tree / "simple" / "pypi-attestations"
+    project.mkdir(parents=True)
+    shutil.copy2(src / REAL, project / REAL)
+    renamed = REAL.replace("0.0.30", "0.0.31")
+    shutil.copy2(src / REAL, project / renamed)
+    shutil.copy2(src / REAL, project / REAL.replace("0.0.30", "0.0.32"))
+    (project / "index.json").write_text(pep691(
+        {"filename": REAL, "url": REAL, "hashes": {"sha256": "0" * 64}, "provenance": None},
+        {"filename": REAL.replace("0.0.30", "0.0.9"), "url": renamed, "hashes": {}},
+        {"filename": REAL.replace("0.0.30", "0.0.32"), "url": REAL.replace("0.0.30", "0.0.32"), "hashes": {},
+         "provenance": "../../../../etc/passwd"}))
+    wrong = tree / "simple" / "wrong"
+    wrong.mkdir()
+    (wrong / "index.json").write_text(pep691({"filename": REAL, "url": 12, "hashes": {}}))
+    code, doc, _ = run_mirror(tree, tmp_path / "out", keys[0])
+    assert code == 1
+    codes = {w["filename"]: w["error"]["code"] for w in doc["wheels"] if w["error"]}
+    assert codes == {REAL: "mirror.source-hash", renamed: "mirror.source",
+                     REAL.replace("0.0.30", "0.0.32"): "mirror.source", "wrong/index.json": "mirror.page"}
