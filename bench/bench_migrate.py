@@ -2,7 +2,8 @@
 
 References, measured in the same run:
 - the lower bound of reading the wheel: inflating and sha256-hashing every member once, in
-  Python (zipfile + hashlib). Targets: ratio <= 1.3 with --jobs 1, lower with --jobs 2;
+  Python (zipfile + hashlib). Targets: ratio <= 1.2 with --jobs 1 (plugin capture off, the
+  default; bench_capture.py measures the capture's cost alone), lower with --jobs 2;
 - ``auditwheel show`` of the same wheel (skipped with --no-auditwheel): target >= 20x faster;
 - migrate without the PEP 770 SBOM (``Options(sbom=False)``, no command-line switch): migrate
   with it costs at most 2 % more (target ratio <= 1.02; its facts are already scanned). Both
@@ -157,7 +158,7 @@ def main() -> None:
         sbom = sbom_cost(wheel, key, args.sbom_runs)
     print(f"wheel: {wheel.name} ({wheel.stat().st_size / 1e6:.0f} MB)")
     print(f"inflate+sha256 every member (reference) {t_read:7.2f} s")
-    print(f"migrate --jobs 1   {t_j1:7.2f} s   ratio {t_j1 / t_read:.2f} (target <= 1.3)   peak RSS {rss_j1:.0f} MB")
+    print(f"migrate --jobs 1   {t_j1:7.2f} s   ratio {t_j1 / t_read:.2f} (target <= 1.2)   peak RSS {rss_j1:.0f} MB")
     print(f"migrate --jobs 2   {t_j2:7.2f} s   ratio {t_j2 / t_read:.2f} (target < jobs 1)  peak RSS {rss_j2:.0f} MB")
     print("\n".join(sbom))
     if not args.no_auditwheel:
