@@ -218,10 +218,14 @@ def cmd_mirror(args: argparse.Namespace) -> int:
             raise InputError("key", "--key", "mirror needs --key KEY (or BACKEND_PACKAGER_SIGNING_KEY) or --sigstore: "
                              "it signs")
         upstream = tuple(mirror.parse_upstream(text) for text in args.upstream_identity)
+        if args.upstream_root is not None and not upstream:
+            raise InputError("upstream-root", "--upstream-root", "needs --upstream-identity: the root verifies "
+                             "the upstream attestations those identities must sign")
+        root = mirror.load_root(args.upstream_root) if args.upstream_root is not None else None
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
                             capture=_capture_policy(args), keyless=keyless,
-                            upstream=upstream)
+                            upstream=upstream, upstream_root=root)
     except TrustError as exc:  # a source, the key or the lock: the run could not start
         fail_line(args, exc)
         return EXIT_USAGE

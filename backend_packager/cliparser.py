@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "every wheel needs its provenance (WHEEL.provenance beside it, or the index's "
                         "data-provenance), verified offline against the wheel before it is re-signed and recorded "
                         "in its manifest (provenance.upstream); else that wheel fails (provenance.*)")
+    mirror.add_argument("--upstream-root", type=Path, metavar="FILE",
+                        help="with --upstream-identity: a Sigstore trusted root (trusted_root.json) the upstream "
+                        "attestations are verified against, instead of Sigstore's production root (an air-gapped "
+                        "or private Sigstore); unreadable or not a trusted root: exit 2 before any wheel")
     mirror.add_argument("--json", action="store_true", help="print every wheel's result as JSON (format 1)")
     mirror.set_defaults(func=cmd_mirror)
 

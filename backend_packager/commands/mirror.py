@@ -46,7 +46,7 @@ from .mirrorrecords import Entry, Hooks, MirrorError, Result, Run
 from .mirrorsources import discover, unique
 from .mirrorstate import MAX_STATE_BYTES, STATE_FILE, STATE_FORMAT, State, encode_state, load_state
 from .mirrorwork import Context, output_stat, tool, work
-from .upstream import parse_upstream
+from .upstream import UpstreamRoot, load_root, parse_upstream
 
 if TYPE_CHECKING:
     from triton_backend_runtime.trust import Identity
@@ -65,6 +65,7 @@ __all__ = [
     "discover",
     "load_state",
     "locked",
+    "load_root",
     "mirror",
     "parse_upstream",
 ]
@@ -84,13 +85,15 @@ def mirror(
     capture: Policy = "off",
     keyless: Keyless | None = None,
     upstream: tuple[Identity, ...] = (),
+    upstream_root: UpstreamRoot | None = None,
 ) -> Run:
     """Bring ``outdir`` up to date with the wheels of ``roots``; see the module docstring.
     ``capture``: whether and where plugins' code runs (:data:`.plugininfo.Policy`); the
     state records it with the tool, so a change redoes every wheel. ``keyless``: each migrated
     wheel's statement signed by Sigstore too (recorded with the tool likewise). ``upstream``:
     the identities each wheel's PEP 740 provenance must be signed by (:mod:`.upstream`), checked
-    before it is re-signed; recorded with the tool too."""
+    before it is re-signed; recorded with the tool too, as is ``upstream_root``, the Sigstore
+    trust root they are verified against (:func:`.upstream.load_root`; None: Sigstore's production root)."""
     hooks = hooks or Hooks()
     outdir.mkdir(parents=True, exist_ok=True)
     with locked(outdir, wait, hooks.waiting):
@@ -99,8 +102,9 @@ def mirror(
         staging = _fresh_staging(outdir)
         try:
             mirrorindex.prune(outdir)  # what a killed run left
-            ctx = Context(outdir, staging, key, tool(capture, keyless is not None) + _upstream_tag(upstream),
-                          pass_through, hooks, previous, capture, keyless, upstream)
+            ctx = Context(outdir, staging, key,
+                          tool(capture, keyless is not None) + _upstream_tag(upstream, upstream_root),
+                          pass_through, hooks, previous, capture, keyless, upstream, upstream_root)
             sources, duplicates = unique(sources)
             if hooks.start:
                 hooks.start([s.path for s in sources])
@@ -127,12 +131,14 @@ def mirror(
     return Run(outdir, ctx.keyid, results, state_warnings + warnings)
 
 
-def _upstream_tag(upstream: tuple[Identity, ...]) -> str:
-    """The listed upstream identities, for the state's tool: another list redoes every wheel."""
+def _upstream_tag(upstream: tuple[Identity, ...], root: UpstreamRoot | None) -> str:
+    """The listed upstream identities and the root they are checked against, for the state's
+    tool: another list, or another root, redoes every wheel."""
     if not upstream:
         return ""
     listed = "\n".join(sorted(f"{i.issuer}={i.pattern}" for i in upstream))
-    return f"; upstream={hashlib.sha256(listed.encode()).hexdigest()[:16]}"
+    pinned = f"; upstream-root={root.sha256[:16]}" if root is not None else ""
+    return f"; upstream={hashlib.sha256(listed.encode()).hexdigest()[:16]}{pinned}"
 
 
 def _step(hooks: Hooks, name: str) -> None:

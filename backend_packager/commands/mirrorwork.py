@@ -21,7 +21,7 @@ from ..manifest import SBOM_PATH
 from .confined import is_regular, open_confined, read_confined
 from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
 from .mirrorstate import State
-from .upstream import MAX_PROVENANCE_BYTES, ProvenanceError, check_provenance
+from .upstream import MAX_PROVENANCE_BYTES, ProvenanceError, UpstreamRoot, check_provenance
 
 if TYPE_CHECKING:
     from triton_backend_runtime.manifest import UpstreamIdentity
@@ -50,6 +50,8 @@ class Context:
     #: The identities upstream PEP 740 attestations must be signed by (``--upstream-identity``);
     #: none: provenance is not read.
     upstream: tuple[Identity, ...] = ()
+    #: The Sigstore trust root they are verified against (``--upstream-root``); None: Sigstore's production root.
+    upstream_root: UpstreamRoot | None = None
     #: Outputs written into staging by this run: linked into the new index from there, then
     #: renamed into OUTDIR once that index is served.
     staged: list[str] = field(default_factory=list)
@@ -183,7 +185,7 @@ def _attested(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: lis
     if data is None:
         raise ProvenanceError("missing", str(source.path), "no PEP 740 provenance (a <wheel>.provenance file, or "
                               "the index's data-provenance): --upstream-identity requires one for every wheel")
-    upstream = check_provenance(data, source.filename, sha256, ctx.upstream, where)
+    upstream = check_provenance(data, source.filename, sha256, ctx.upstream, where, ctx.upstream_root)
     return _migrate(source, fd, ctx, jobs, fingerprint, _known(sha256), hasher, opened, (upstream, digest))
 
 

@@ -299,6 +299,24 @@ def make_local_sigstore(
     return local
 
 
+def pep740_provenance(local: LocalSigstore, filename: str, sha256: str, *, identity: str = TEST_IDENTITY,
+                      issuer: str = TEST_ISSUER, repository: str = "vendor/backend") -> bytes:
+    """A PEP 740 provenance object (JSON bytes, as PyPI serves it) holding one publish
+    attestation of the file ``filename`` of ``sha256``: an in-toto Statement v1 signed by
+    ``local`` for ``identity``, converted by pypi-attestations, with a GitHub publisher."""
+    from pypi_attestations import Attestation, AttestationBundle, GitHubPublisher, Provenance
+    from sigstore.models import Bundle
+
+    statement = {"_type": "https://in-toto.io/Statement/v1",
+                 "subject": [{"name": filename, "digest": {"sha256": sha256}}],
+                 "predicateType": "https://docs.pypi.org/attestations/publish/v1", "predicate": None}
+    bundle = Bundle.from_json(local.sign_dsse(json.dumps(statement).encode(), identity=identity, issuer=issuer))
+    publisher = GitHubPublisher(repository=repository, workflow="release.yml")
+    attestations = [Attestation.from_bundle(bundle)]
+    provenance = Provenance(attestation_bundles=[AttestationBundle(publisher=publisher, attestations=attestations)])
+    return provenance.model_dump_json().encode()
+
+
 def _trusted_root(local: LocalSigstore) -> dict[str, Any]:
     chain = [a for a in (local.intermediate, local.root) if a is not None]
     authorities = []

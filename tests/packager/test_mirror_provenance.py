@@ -21,7 +21,7 @@ import sigstore
 from helpers import index
 from helpers.cli import doctor_json, runtime
 from helpers.index import run_mirror, statuses
-from helpers.sigstoreca import LocalSigstore, make_local_sigstore
+from helpers.sigstoreca import LocalSigstore, make_local_sigstore, pep740_provenance
 from helpers.wheels import pip_install
 
 from backend_packager.commands import mirror
@@ -61,18 +61,9 @@ def offline_root(tmp_path: Path, local: LocalSigstore, monkeypatch: pytest.Monke
 def attest(local: LocalSigstore, wheel: Path, identity: str) -> bytes:
     """A PEP 740 provenance object for ``wheel``: a publish attestation by ``identity``
     (GitHub Actions), signed and logged by the local Sigstore, converted by pypi-attestations."""
-    from pypi_attestations import Attestation, AttestationBundle, GitHubPublisher, Provenance
-    from sigstore.models import Bundle
-
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    statement = {"_type": "https://in-toto.io/Statement/v1",
-                 "subject": [{"name": wheel.name, "digest": {"sha256": digest}}],
-                 "predicateType": "https://docs.pypi.org/attestations/publish/v1", "predicate": None}
-    bundle = Bundle.from_json(local.sign_dsse(json.dumps(statement).encode(), identity=identity, issuer=GITHUB))
-    publisher = GitHubPublisher(repository="vendor/legacy-ep-backend", workflow="release.yml")
-    provenance = Provenance(attestation_bundles=[AttestationBundle(publisher=publisher,
-                                                                   attestations=[Attestation.from_bundle(bundle)])])
-    return provenance.model_dump_json().encode()
+    return pep740_provenance(local, wheel.name, digest, identity=identity, issuer=GITHUB,
+                             repository="vendor/legacy-ep-backend")
 
 
 @pytest.fixture
