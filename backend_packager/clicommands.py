@@ -214,7 +214,11 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     try:
         key = signing_key(args.key)
         keyless = keyless_signing(args, attach=False)
-        if key is None and keyless is None:
+        bundles: Path | None = args.sigstore_bundle
+        if bundles is not None and not bundles.is_dir():
+            raise InputError("missing", str(bundles), "--sigstore-bundle: not a directory of WHEEL.sigstore.json "
+                             "bundles")
+        if key is None and keyless is None and bundles is None:
             raise InputError("key", "--key", "mirror needs --key KEY (or BACKEND_PACKAGER_SIGNING_KEY) or --sigstore: "
                              "it signs")
         upstream = tuple(mirror.parse_upstream(text) for text in args.upstream_identity)
@@ -225,7 +229,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
         run = mirror.mirror(args.sources, args.output, key, jobs=max(args.jobs, 1),
                             pass_through=args.pass_through_failures, wait=not args.no_wait, hooks=hooks,
                             capture=_capture_policy(args), keyless=keyless,
-                            upstream=upstream, upstream_root=root)
+                            upstream=upstream, upstream_root=root, sigstore_bundles=bundles)
     except TrustError as exc:  # a source, the key or the lock: the run could not start
         fail_line(args, exc)
         return EXIT_USAGE

@@ -162,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     mirror.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR", help="the mirror directory")
     _add_key(mirror)
     _add_keyless(mirror, attach=False)
+    mirror.add_argument("--sigstore-bundle", type=Path, metavar="DIR",
+                        help="a directory of OUTPUT-WHEEL.sigstore.json Sigstore bundles: each attached to that "
+                        "migrated wheel instead of signing it now (a byte-identical rebuild); refused unless its "
+                        "payload is the manifest's statement (sigstore.statement); a migrated wheel without one "
+                        "fails (sigstore.bundle) unless --sigstore signs it now")
     _add_capture(mirror)
     _add_jobs(mirror, "wheels processed in parallel")
     mirror.add_argument("--pass-through-failures", action="store_true",

@@ -86,6 +86,7 @@ def mirror(
     keyless: Keyless | None = None,
     upstream: tuple[Identity, ...] = (),
     upstream_root: UpstreamRoot | None = None,
+    sigstore_bundles: Path | None = None,
 ) -> Run:
     """Bring ``outdir`` up to date with the wheels of ``roots``; see the module docstring.
     ``capture``: whether and where plugins' code runs (:data:`.plugininfo.Policy`); the
@@ -93,7 +94,9 @@ def mirror(
     wheel's statement signed by Sigstore too (recorded with the tool likewise). ``upstream``:
     the identities each wheel's PEP 740 provenance must be signed by (:mod:`.upstream`), checked
     before it is re-signed; recorded with the tool too, as is ``upstream_root``, the Sigstore
-    trust root they are verified against (:func:`.upstream.load_root`; None: Sigstore's production root)."""
+    trust root they are verified against (:func:`.upstream.load_root`; None: Sigstore's production root).
+    ``sigstore_bundles``: a directory of ``<wheel>.sigstore.json`` bundles, each attached to
+    that migrated wheel instead of signing it now (a byte-identical rebuild)."""
     hooks = hooks or Hooks()
     outdir.mkdir(parents=True, exist_ok=True)
     with locked(outdir, wait, hooks.waiting):
@@ -103,8 +106,9 @@ def mirror(
         try:
             mirrorindex.prune(outdir)  # what a killed run left
             ctx = Context(outdir, staging, key,
-                          tool(capture, keyless is not None) + _upstream_tag(upstream, upstream_root),
-                          pass_through, hooks, previous, capture, keyless, upstream, upstream_root)
+                          tool(capture, keyless is not None or sigstore_bundles is not None)
+                          + _upstream_tag(upstream, upstream_root),
+                          pass_through, hooks, previous, capture, keyless, upstream, upstream_root, sigstore_bundles)
             sources, duplicates = unique(sources)
             if hooks.start:
                 hooks.start([s.path for s in sources])

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_backend_runtime.base import describe
+from triton_backend_runtime.base import describe, regularfile
+from triton_backend_runtime.trust import MAX_BUNDLE_BYTES
 
 from .. import __version__
-from ..base import TrustError, atomic_output, checkpoint, sha256_pread, worker_pool
+from ..base import KeylessError, TrustError, atomic_output, checkpoint, sha256_pread, worker_pool
 from ..manifest import SBOM_PATH
 from .confined import is_regular, open_confined, read_confined
 from .mirrorrecords import COPIED, FAILED, MIGRATED, UNCHANGED, Entry, Hooks, MirrorError, Result, Source, failure
@@ -29,9 +30,11 @@ if TYPE_CHECKING:
 
     from ..manifest import Keyless, Policy, SigningKey
 
-__all__ = ["CHUNK", "Context", "Finish", "Hasher", "output_stat", "tool", "work"]
+__all__ = ["BUNDLE_SUFFIX", "CHUNK", "Context", "Finish", "Hasher", "output_stat", "tool", "work"]
 
 CHUNK = 1 << 20
+#: ``--sigstore-bundle DIR`` holds ``<output wheel file name>`` and this for each wheel it signs.
+BUNDLE_SUFFIX = ".sigstore.json"
 
 
 @dataclass
@@ -52,6 +55,9 @@ class Context:
     upstream: tuple[Identity, ...] = ()
     #: The Sigstore trust root they are verified against (``--upstream-root``); None: Sigstore's production root.
     upstream_root: UpstreamRoot | None = None
+    #: ``--sigstore-bundle DIR``: each migrated wheel's Sigstore bundle, attached instead of
+    #: signing now (a byte-identical rebuild of keyless-signed outputs).
+    sigstore_bundles: Path | None = None
     #: Outputs written into staging by this run: linked into the new index from there, then
     #: renamed into OUTDIR once that index is served.
     staged: list[str] = field(default_factory=list)
@@ -272,10 +278,17 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
     from .migrate import Options, migrate_wheel  # ~0.3 s of imports that an unchanged mirror never needs
 
     staged = ctx.staging / source.filename
+    keyless, unsigned = _keyless(source, ctx)
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
                             options=Options(source_fd=fd, capture=ctx.capture, warn_plain=False,
-                                            keyless=ctx.keyless, upstream=tuple(upstream)))
-    kind = FAILED if outcome.error is not None else MIGRATED if outcome.backends or outcome.plugins else COPIED
+                                            keyless=keyless, upstream=tuple(upstream)))
+    triton = bool(outcome.backends or outcome.plugins)
+    error = outcome.error or (unsigned if triton else None)
+    if unsigned is not None and error is not None and error.code == "input.signed":
+        error = unsigned  # refused before planning for want of a signer: the missing bundle is why
+    kind = FAILED if error is not None else MIGRATED if triton else COPIED
+    if unsigned is not None:  # failed or copied through: the output signed by no one is never served
+        outcome.warnings = [w for w in outcome.warnings if "no signing key given" not in w]
     output_hash = None
     if kind == MIGRATED:
         out_fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -295,7 +308,7 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
             entry.output_sha256 = output_hash.result() if output_hash else None
         elif entry.served:
             _copy_through(source, fd, staged, entry)
-        entry.error = outcome.error.as_dict() if outcome.error else None
+        entry.error = error.as_dict() if error else None
         if entry.served:
             with ctx.lock:
                 ctx.staged.append(entry.filename)
@@ -303,6 +316,27 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
                       warnings=outcome.warnings)
 
     return finish
+
+
+def _keyless(source: Source, ctx: Context) -> tuple[Keyless | None, KeylessError | None]:
+    """How this wheel's output is signed keylessly: with ``--sigstore-bundle DIR``, its bundle
+    there attached (checked against the manifest's statement when the output is written:
+    ``sigstore.statement``), else the run's own signing (``--sigstore``). With neither, none,
+    and the error the wheel gets if it is migrated (a wheel copied through needs no bundle)."""
+    if ctx.sigstore_bundles is None:
+        return ctx.keyless, None
+    from ..manifest import Keyless
+
+    path = ctx.sigstore_bundles / f"{source.filename}{BUNDLE_SUFFIX}"
+    try:
+        return Keyless(bundle=regularfile.read_regular(path, MAX_BUNDLE_BYTES), source=str(path)), None
+    except regularfile.RegularFileError as exc:
+        if exc.reason != "missing":
+            return None, KeylessError("bundle", str(path), f"{exc.detail}: not a Sigstore bundle")
+    if ctx.keyless is not None:
+        return ctx.keyless, None
+    return None, KeylessError("bundle", str(path), "no bundle for this wheel in --sigstore-bundle, and no "
+                                                   "--sigstore to sign it now")
 
 
 def _copy_through(source: Source, fd: int, target: Path, entry: Entry) -> None:
