@@ -222,8 +222,10 @@ def test_the_sbom_is_what_the_librarys_own_outputter_writes(wheel: Path) -> None
     assert again.encode("utf-8") + b"\n" == data
 
 
-def test_thousands_of_files_give_one_component_and_one_dependency_entry_each(elf_files: ElfFixtures) -> None:
-    count = 3000  # a hostile wheel's empty bitcode members, and one library needing libc and libm
+def test_many_files_give_one_component_and_one_dependency_entry_each(elf_files: ElfFixtures) -> None:
+    # a hostile wheel's empty bitcode members, and one library needing libc and libm; the strict
+    # schema validation is what takes time (~5 ms a component): bench_migrate times 32k members
+    count = 600
     empty = [m.Artifact(f"pkg/k{i:05d}.bc", hashlib.sha256(b"").hexdigest(), 0) for i in range(count)]
     lib = artifact_from_file(elf_files.exports, "pkg/libexports.so")
     doc = valid(sbom_bytes([*empty, lib], name=NAME, version=VERSION))
