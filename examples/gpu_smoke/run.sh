@@ -18,6 +18,12 @@ OUT=${OUT:-/tmp/gpu_smoke_out}
 HERE=examples/gpu_smoke
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
+# The machine sets PYTHONDONTWRITEBYTECODE=1: every process would compile this project's modules
+# (installed below with --no-compile, or run from this tree) and any others without bytecode from
+# source, ~0.1-0.4 s a process. An installed package has its bytecode (pip compiles at install),
+# so it is written once, outside the installed trees, and read back as an installed package's is.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=$WORK/pycache
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 install() { python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$WORK/tools" "$@" || exit 2; }
 install "$WHEELS"/*.whl
