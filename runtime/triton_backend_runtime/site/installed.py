@@ -21,13 +21,14 @@ per file, whatever the number of files.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..base import RegularFileError, VerifyError, open_regular, read_chunks
+from ..base import RegularFileError, VerifyError, open_regular
 from .fileidentity import identity
 
 __all__ = [
@@ -140,10 +141,22 @@ def read_bounded(path: str, limit: int) -> bytes:
 
 
 def sha256_fd(fd: int, size: int) -> str:
-    """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared."""
+    """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared.
+
+    Read into one buffer, reused: a new 8 MiB ``bytes`` per read is fresh memory for the kernel
+    to fault in and zero, and beside verification's Python it left libtriton.so's hashing ~25%
+    slower than alone (H200, 416 MB: 515 ms against 381 ms; reused, at the switch interval the
+    registry sets while verifying, 412 ms)."""
     digest = hashlib.sha256()
-    for chunk in read_chunks(fd, size, LARGE_PIECE if size >= LARGE_FILE else CHUNK):
-        digest.update(chunk)
+    buffer = memoryview(bytearray(min(LARGE_PIECE if size >= LARGE_FILE else CHUNK, size)))
+    left = size
+    with io.FileIO(fd, closefd=False) as stream:  # readinto: os.readv is not on Windows
+        while left > 0:
+            count = stream.readinto(buffer[:left])
+            if not count:
+                break
+            digest.update(buffer[:count])
+            left -= count
     return digest.hexdigest()
 
 

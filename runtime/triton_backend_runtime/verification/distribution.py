@@ -150,12 +150,25 @@ def _verify(dist: Distribution, ctx: Context, verdict: Verdict) -> None:
     _check_names(admitted, ctx.trust, dist.manifest, verdict)
     _check_identity(manifest, dist)
     check_environment(manifest, dist.manifest or dist.dist_info, ctx.triton_version, ctx.triton_package)
+    # The walk for unlisted code runs while the artifacts are still being hashed (it needs no
+    # digest); what it finds is raised after them, so a changed artifact is still reported first.
+    unlisted = _unlisted(manifest, dist, located, verdict, ctx.hashes)
     _check_artifacts(manifest, located, confine, ctx)
-    check_unlisted(manifest, dist, located, verdict, ctx.hashes)
+    if unlisted is not None:
+        raise unlisted
     _check_symbols(manifest, located, ctx, verdict)
     # a file written after it was hashed, a directory after it was listed: this verdict is
     # about a state no longer there
     ctx.hashes.unchanged(verdict.files)
+
+
+def _unlisted(manifest: m.Manifest, dist: Distribution, located: dict[str, str], verdict: Verdict,
+              hashes: HashCache) -> TrustError | None:
+    try:
+        check_unlisted(manifest, dist, located, verdict, hashes)
+    except TrustError as exc:
+        return exc
+    return None
 
 
 def _join(*notes: str) -> str:
