@@ -297,6 +297,7 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
 
     def finish() -> Result:
         sha256 = _checked(source, input_hash.result())
+        _still_opened(source, fd, fingerprint)
         entry = Entry(source.filename, str(source.path), source.project, fingerprint, sha256, kind,
                       kind != FAILED or ctx.pass_through, None, [], ctx.keyid, [], [])
         if kind != FAILED:
@@ -316,6 +317,16 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
                       warnings=outcome.warnings)
 
     return finish
+
+
+def _still_opened(source: Source, fd: int, fingerprint: list[int]) -> None:
+    """The input is still the file opened, hashed and checked (its provenance too): the
+    migration read it again through the same descriptor, and a file rewritten in place
+    meanwhile (same inode, other bytes) would be served and signed as what was checked.
+    Its size, mtime or ctime differs then: this wheel's failure, nothing of it served."""
+    if _identity(os.fstat(fd)) != fingerprint:
+        raise MirrorError("source-changed", str(source.path), "the file changed while it was mirrored "
+                          "(its size, mtime or ctime is not the one it was opened with)")
 
 
 def _keyless(source: Source, ctx: Context) -> tuple[Keyless | None, KeylessError | None]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import index
 from helpers.index import run_mirror, statuses
+from helpers.projects import rezip
 from helpers.sigstoreca import LocalSigstore, make_local_sigstore, pep740_provenance
 
 from backend_packager.commands import mirror
@@ -172,3 +173,40 @@ def test_another_root_redoes_every_wheel(src: Path, wheels: dict[str, Path], key
     stranger = make_local_sigstore(tmp_path / "stranger", seed="stranger", tsa=False)
     code, doc, _ = run_mirror(src, out, keys[0], *pinned(stranger, VENDOR, PURE))
     assert code == 1 and set(errors(doc).values()) == {"provenance.invalid"}
+
+
+
+def test_a_wheel_rewritten_in_place_after_its_check_is_never_served(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                                   local: LocalSigstore, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race: its provenance verifies against the bytes hashed, then the file is rewritten
+    in place (the inode the mirror holds open) with a planted module and a RECORD to match,
+    before the migration reads it again. The output would carry the attested identity for
+    bytes nobody attested: the wheel fails (``mirror.source-changed``), nothing of it is
+    served; the other wheel is mirrored. (The real check runs; the attacker acts right after it.)"""
+    from backend_packager.commands import mirrorwork
+    from backend_packager.manifest import signing
+
+    backend = src / wheels["backend"].name
+    planted = rezip(backend, tmp_path / "planted.whl",
+                    lambda members: members.update({"legacy_ep_backend/planted.py": b"EVIL = 1\n"})).read_bytes()
+    check = mirrorwork.check_provenance
+
+    def check_then_rewrite(data: bytes, filename: str, *args: object) -> object:
+        found = check(data, filename, *args)  # type: ignore[arg-type]
+        if filename == backend.name:
+            with backend.open("r+b") as stream:
+                stream.write(planted)
+                stream.truncate()
+        return found
+
+    monkeypatch.setattr(mirrorwork, "check_provenance", check_then_rewrite)
+    out = tmp_path / "out"
+    run = mirror.mirror([src], out, signing.load(keys[0].private),
+                        upstream=tuple(mirror.parse_upstream(f"{GITHUB}={i}") for i in (VENDOR, PURE)),
+                        upstream_root=mirror.load_root(local.trusted_root_path))
+    rows = {r.filename: r for r in run.results}
+    assert rows[backend.name].status == "failed" and rows[backend.name].error is not None
+    assert rows[backend.name].error["code"] == "mirror.source-changed" and not rows[backend.name].served
+    assert rows[wheels["pure"].name].status == "copied"
+    assert not (out / backend.name).exists() and not (out / "simple" / "legacy-ep-backend").exists()
