@@ -68,6 +68,9 @@ class Entry:
     #: and the sha256 of the provenance they were read from; [] and None without --upstream-identity.
     upstream: list[dict[str, str]] = field(default_factory=list)
     provenance_sha256: str | None = None
+    #: With ``--sigstore-bundle DIR``: the sha256 of the bundle attached to its output (or
+    #: that failed it); None when none was (copied through, signed now, or no DIR).
+    bundle_sha256: str | None = None
 
     def found(self) -> str:
         """What the wheel carries of Triton, in words ("nothing Triton" for a copied ``requests``)."""

@@ -18,7 +18,8 @@ STATE_FILE = ".mirror-state.json"
 #: 2: ``output_stat`` is the served file's identity (device, inode, size, mtime, ctime).
 #: 3: each entry records the Triton core the wheel carries (``core``).
 #: 4: each entry records the upstream identities checked and its provenance's sha256.
-STATE_FORMAT = 4
+#: 5: each entry records the sha256 of the ``--sigstore-bundle`` bundle it was signed with.
+STATE_FORMAT = 5
 #: Bounds on what is read back: the state (~1 kB a wheel).
 MAX_STATE_BYTES = 64 << 20
 
@@ -72,6 +73,7 @@ _ENTRY_TYPES: dict[str, Callable[[Any], bool]] = {
         isinstance(x, dict) and set(x) == {"issuer", "identity", "kind"} and all(isinstance(y, str) for y in x.values())
         for x in v),
     "provenance_sha256": lambda v: v is None or (isinstance(v, str) and len(v) == 64),
+    "bundle_sha256": lambda v: v is None or (isinstance(v, str) and len(v) == 64),
 }
 
 

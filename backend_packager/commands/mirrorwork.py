@@ -235,7 +235,26 @@ def _reusable(old: Entry, source: Source, ctx: Context, sha256: str) -> bool:
         return False
     if old.kind == FAILED and old.served != ctx.pass_through:
         return False
+    if old.kind != COPIED and old.bundle_sha256 != _bundle_now(source, ctx):
+        return False
     return not old.served or output_stat(ctx.outdir / old.filename) == old.output_stat
+
+
+def _bundle_now(source: Source, ctx: Context) -> str | None:
+    """The sha256 of the wheel's bundle in ``--sigstore-bundle DIR`` now: None without one (or
+    without DIR); one that cannot be read matches no recorded digest (the wheel is redone and
+    its reading fails it). A wheel migrated or failed with another bundle, or none, is redone."""
+    if ctx.sigstore_bundles is None:
+        return None
+    try:
+        return hashlib.sha256(regularfile.read_regular(_bundle_path(source, ctx.sigstore_bundles),
+                                                       MAX_BUNDLE_BYTES)).hexdigest()
+    except regularfile.RegularFileError as exc:
+        return None if exc.reason == "missing" else "unreadable"
+
+
+def _bundle_path(source: Source, bundles: Path) -> Path:
+    return bundles / f"{source.filename}{BUNDLE_SUFFIX}"
 
 
 def _unchanged(old: Entry, source: Source) -> Result:
@@ -304,6 +323,8 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
             entry.core = outcome.core
         entry.upstream = [{"issuer": u.issuer, "identity": u.identity, "kind": u.kind} for u in upstream]
         entry.provenance_sha256 = provenance_sha256
+        if kind != COPIED and keyless is not None and keyless.bundle is not None:
+            entry.bundle_sha256 = hashlib.sha256(keyless.bundle).hexdigest()
         if kind == MIGRATED:
             entry.backends, entry.plugins = outcome.backends, outcome.plugins
             entry.output_sha256 = output_hash.result() if output_hash else None
@@ -338,7 +359,7 @@ def _keyless(source: Source, ctx: Context) -> tuple[Keyless | None, KeylessError
         return ctx.keyless, None
     from ..manifest import Keyless
 
-    path = ctx.sigstore_bundles / f"{source.filename}{BUNDLE_SUFFIX}"
+    path = _bundle_path(source, ctx.sigstore_bundles)
     try:
         return Keyless(bundle=regularfile.read_regular(path, MAX_BUNDLE_BYTES), source=str(path)), None
     except regularfile.RegularFileError as exc:

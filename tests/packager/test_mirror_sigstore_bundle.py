@@ -118,3 +118,29 @@ def test_a_migrated_wheel_without_its_bundle_fails(src: Path, wheels: dict[str, 
 def test_a_bundle_directory_that_is_not_one_is_a_usage_error(src: Path, keys: tuple, tmp_path: Path) -> None:
     code, doc, _ = run_mirror(src, tmp_path / "out", keys[0], "--sigstore-bundle", str(tmp_path / "nowhere"))
     assert (code, doc["error"]["code"]) == (2, "input.missing") and not (tmp_path / "out").exists()
+
+
+def test_the_state_records_each_wheels_bundle(src: Path, wheels: dict[str, Path], keys: tuple, bundles: Path,
+                                              local: LocalSigstore, tmp_path: Path) -> None:
+    """A re-run into the same OUTDIR reuses a wheel's result only with the same bundle: one
+    added after a failure, swapped for another statement's, or removed, redoes that wheel; the
+    copied wheel, which needs none, stays unchanged throughout."""
+    backend, pure = wheels["backend"].name, wheels["pure"].name
+    path = bundles / f"{backend}.sigstore.json"
+    good = path.read_bytes()
+    other = local.sign_dsse(payload(tmp_path / "first" / backend).replace(b'"sha256"', b'"sha256" ', 1),
+                            identity=TEST_IDENTITY, issuer=TEST_ISSUER)
+    out = tmp_path / "out"
+    expected = [(None, "failed", "sigstore.bundle"), (good, "migrated", None), (good, "unchanged", None),
+                (other, "failed", "sigstore.statement"), (good, "migrated", None), (None, "failed", "sigstore.bundle")]
+    for n, (bundle, status, code) in enumerate(expected):
+        if bundle is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(bundle)
+        _, doc, _ = run_mirror(src, out, keys[0], "--sigstore-bundle", str(bundles))
+        assert statuses(doc) == {backend: status, pure: "copied" if n == 0 else "unchanged"}, (n, doc)
+        (row,) = [w for w in doc["wheels"] if w["filename"] == backend]
+        assert (row["error"] or {}).get("code") == code, (n, row)
+        assert (out / backend).exists() == (status != "failed"), n
+    assert json.loads((out / ".mirror-state.json").read_text())["entries"][backend]["bundle_sha256"] is None
