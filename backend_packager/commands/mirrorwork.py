@@ -303,6 +303,8 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
                                             keyless=keyless, upstream=tuple(upstream)))
     triton = bool(outcome.backends or outcome.plugins)
     error = outcome.error or (unsigned if triton else None)
+    if not triton and isinstance(error, KeylessError):
+        error = None  # the bundle of an output never served: a wheel copied through needs none
     if unsigned is not None and error is not None and error.code == "input.signed":
         error = unsigned  # refused before planning for want of a signer: the missing bundle is why
     kind = FAILED if error is not None else MIGRATED if triton else COPIED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -144,3 +145,19 @@ def test_the_state_records_each_wheels_bundle(src: Path, wheels: dict[str, Path]
         assert (row["error"] or {}).get("code") == code, (n, row)
         assert (out / backend).exists() == (status != "failed"), n
     assert json.loads((out / ".mirror-state.json").read_text())["entries"][backend]["bundle_sha256"] is None
+
+
+def test_a_copied_wheel_ignores_its_bundle(src: Path, wheels: dict[str, Path], keys: tuple, bundles: Path,
+                                           local: LocalSigstore, tmp_path: Path) -> None:
+    """A wheel with nothing Triton is copied through, unsigned: whatever DIR holds under its
+    name (no bundle, another statement's bundle, a FIFO) plays no part."""
+    backend, pure = wheels["backend"].name, wheels["pure"].name
+    path = bundles / f"{pure}.sigstore.json"
+    other = local.sign_dsse(payload(tmp_path / "first" / backend), identity=TEST_IDENTITY, issuer=TEST_ISSUER)
+    for n, make in enumerate((lambda: path.write_bytes(b"not a bundle"), lambda: path.write_bytes(other),
+                              lambda: os.mkfifo(path))):
+        path.unlink(missing_ok=True)
+        make()
+        code, doc, _ = run_mirror(src, tmp_path / f"out{n}", keys[0], "--sigstore-bundle", str(bundles))
+        assert code == 0 and statuses(doc) == {backend: "migrated", pure: "copied"}, (n, doc)
+        assert (tmp_path / f"out{n}" / pure).read_bytes() == wheels["pure"].read_bytes()
