@@ -52,6 +52,7 @@ def slowed(read, size_of):
 os.read = slowed(os.read, len)
 os.pread = slowed(os.pread, len)
 os.preadv = slowed(os.preadv, int)
+os.readv = slowed(os.readv, int)
 sys.exit(cli.main(sys.argv[1:]))
 """.replace("{delay}", str(DELAY))
 
