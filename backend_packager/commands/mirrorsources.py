@@ -109,7 +109,9 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
     (relative to the page's own URL, ``..`` lexically), must stay inside ``root`` and name a
     regular file there, reached without a symlink as its last part. Any link that cannot be
     used (a remote URL, a NUL byte, bad percent-encoding, an overlong href, a symlink) is
-    that link's failure; the others are mirrored (an index is data: it names no path of its own)."""
+    that link's failure; the others are mirrored (an index is data: it names no path of its own).
+    A page links its own project's files only: a wheel of another project (by its file name)
+    is that link's failure, never a source, so it cannot shadow that project's own wheel."""
     confine = root.resolve()
     sources: list[Source] = []
     failures: list[Result] = []
@@ -122,6 +124,7 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
             failures.append(failure(f"{page.parent.name}/{page.name}", str(page), error))
             continue
         base = os.path.relpath(page.parent, root)
+        project = canonicalize_name(page.parent.name)
         for link in found:
             try:
                 name, path = _link_target(page, base, link.href, root)
@@ -142,13 +145,25 @@ def _simple_tree(index: Path, root: Path) -> tuple[list[Source], list[Result], i
                 continue
             before = len(failures)
             _add_source(path, name, link.sha256, confine, sources, failures, provenance, provenance is not None)
-            if len(failures) == before:
-                try:
-                    os.close(open_confined(path, confine)[0])
-                except TrustError as exc:
-                    sources.pop()
-                    failures.append(failure(name, f"{page}: {link.href[:200]}", exc))
+            if len(failures) == before and (refused := _unusable(sources[-1], project, confine)) is not None:
+                sources.pop()
+                failures.append(failure(name, f"{page}: {link.href[:200]}", refused))
     return sources, failures, skipped
+
+
+def _unusable(source: Source, project: str, confine: Path) -> TrustError | None:
+    """Why a page's link cannot be mirrored: its file cannot be opened inside the tree, or it
+    is a wheel of another project than the page's (a tenant's page naming a file of another
+    project would otherwise take part in choosing which file serves that name); else None."""
+    try:
+        os.close(open_confined(source.path, confine)[0])
+    except TrustError as exc:
+        return exc
+    if source.project != project:
+        return MirrorError("source", str(source.path), f"a wheel of the project {source.project!r} linked from the "
+                                                       f"page of {project[:200]!r}: a page links its own project's "
+                                                       "files only")
+    return None
 
 
 def _project_pages(index: Path) -> list[Path]:

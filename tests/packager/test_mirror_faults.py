@@ -208,11 +208,11 @@ def test_bad_links_fail_alone(src: Path, wheels: dict[str, Path], keys: tuple[Ke
     character, a backslash, an escape and a directory symlink out of the tree each fail that
     link; the good links of the index are mirrored."""
     tree = tmp_path / "tree"
-    (tree / "simple" / "good").mkdir(parents=True)
+    (tree / "simple" / "plain-helper").mkdir(parents=True)
     (tree / "simple" / "bad").mkdir()
     good = wheels["pure"].name
     shutil.copy2(wheels["pure"], tree / good)
-    (tree / "simple" / "good" / "index.html").write_text(f'<a href="../../{good}">g</a>\n')
+    (tree / "simple" / "plain-helper" / "index.html").write_text(f'<a href="../../{good}">g</a>\n')
     hrefs = ["../../a\0-1.0-py3-none-any.whl", "../../b%00-1.0-py3-none-any.whl", "../../c%ff-1.0-py3-none-any.whl",
              "../../" + "d" * 10_000 + "-1.0-py3-none-any.whl", "../../e\x01-1.0-py3-none-any.whl",
              "..\\..\\f-1.0-py3-none-any.whl", "../../%2e%2e/g-1.0-py3-none-any.whl", "/etc/h-1.0-py3-none-any.whl",
@@ -227,6 +227,28 @@ def test_bad_links_fail_alone(src: Path, wheels: dict[str, Path], keys: tuple[Ke
     codes = [w["error"]["code"] for w in doc["wheels"] if w["error"]]
     assert len(codes) == len(hrefs) and all(c.startswith("mirror.") for c in codes), codes
     assert statuses(doc)[good] == "copied" and set(served(tmp_path / "out")) == {good}
+
+
+@pytest.mark.parametrize("page", ["index.json", "index.html"])
+def test_a_page_cannot_take_another_projects_wheel(page: str, wheels: dict[str, Path], keys: tuple[Keypair, Keypair],
+                                                   tmp_path: Path) -> None:
+    """A tenant's project page (sorting first) links a file of its own named like another
+    project's wheel: that link fails (``mirror.source``) and takes no part in choosing which
+    file serves the name; the real project's wheel is mirrored, its own bytes."""
+    name = wheels["pure"].name
+    simple = tmp_path / "tree" / "simple"
+    for project, wheel in (("plain-helper", wheels["pure"]), ("aaa-tenant", wheels["backend"])):
+        (simple / project).mkdir(parents=True)
+        shutil.copy2(wheel, simple / project / name)
+        files = [{"filename": name, "url": name, "hashes": {"sha256": sha(wheel)}}]
+        (simple / project / page).write_text(json.dumps({"meta": {"api-version": "1.1"}, "files": files})
+                                             if page == "index.json" else f'<a href="{name}">{name}</a>\n')
+    code, doc, _ = run_mirror(tmp_path / "tree", tmp_path / "out", keys[0])
+    assert code == 1
+    rows = sorted((w["status"], (w["error"] or {}).get("code"), "aaa-tenant" in w["source"]) for w in doc["wheels"])
+    assert rows == [("copied", None, False), ("failed", "mirror.source", True)], doc["wheels"]
+    assert "plain-helper" in str(doc["wheels"]) and served(tmp_path / "out") == {name: sha(wheels["pure"])}
+    assert (tmp_path / "out" / name).read_bytes() == wheels["pure"].read_bytes()
 
 
 # --- a served wheel rewritten in place --------------------------------------------------------
