@@ -22,12 +22,15 @@ page (``files``: ``filename``, ``url``, ``hashes``, and PEP 740's ``provenance``
 null), parsed within the runtime's JSON bounds (size, depth, number length). A project
 directory holding both is read from its JSON: it carries the same data, typed, with no
 markup to guess at. Nothing else on a page is trusted; a page the parser cannot read is one
-:class:`PageError`, never another exception.
+:class:`PageError`, never another exception. Either kind gives at most :data:`MAX_LINKS`
+links (a JSON page also at most :data:`MAX_JSON_VALUES` values, counted before parsing): a
+page over either is one :class:`PageError`, so one page cannot take hundreds of MB to read.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -38,11 +41,21 @@ from urllib.parse import quote
 
 from triton_backend_runtime.base import TrustError, jsonlimits
 
-__all__ = ["API_VERSION", "IndexFile", "Link", "PageError", "json_links", "links", "pages"]
+__all__ = ["API_VERSION", "MAX_JSON_VALUES", "MAX_LINKS", "IndexFile", "Link", "PageError", "json_links", "links",
+           "pages"]
 
 #: PEP 691 API version written in ``meta``.
 API_VERSION = "1.0"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+#: Links (HTML anchors, JSON ``files``) one project page may give: more files than any
+#: project on PyPI has. 16 MiB of bare anchors is ~1.6 million, ~340 MB and 13 s to parse.
+MAX_LINKS = 100_000
+#: JSON values one PEP 691 page may hold (containers and the commas between elements, before
+#: parsing): a PyPI file entry is ~14, a minimal one 5; 16 MiB of ``{}`` is ~5.6 million (~485 MB parsed).
+MAX_JSON_VALUES = 1_000_000
+#: Where an HTML anchor may start: ``<a`` and a character that ends a tag name for
+#: :class:`html.parser.HTMLParser` (an upper bound on the anchors it finds, counted in C).
+_ANCHOR_START = re.compile(r"<a[\t\n\r\f />\x00]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,13 @@ class _Anchors(HTMLParser):
             named = dict(attrs)
             href = named.get("href")
             if href:
+                if len(self.hrefs) >= MAX_LINKS:
+                    raise _TooManyLinks
                 self.hrefs.append((href, named.get("data-provenance") or None))
+
+
+class _TooManyLinks(Exception):
+    pass
 
 
 class PageError(ValueError):
@@ -147,10 +166,14 @@ def links(page: str) -> list[Link]:
     """The anchors of a PEP 503 page. A fragment ``sha256=<64 hex>`` is the file's hash; any
     other fragment (another algorithm, a malformed digest) gives none. Each href is
     returned as written: resolving it, and refusing what cannot be resolved, is the reader's."""
+    if sum(1 for _ in itertools.islice(_ANCHOR_START.finditer(page), MAX_LINKS + 1)) > MAX_LINKS:
+        raise PageError(_too_many("anchors"))
     parser = _Anchors()
     try:
         parser.feed(page)
         parser.close()
+    except _TooManyLinks:
+        raise PageError(_too_many("anchors")) from None
     except (AssertionError, ValueError, IndexError, RecursionError) as exc:
         raise PageError(f"not a readable HTML page ({type(exc).__name__})") from None
     found = []
@@ -168,14 +191,21 @@ def json_links(data: bytes) -> list[Link]:
     ``provenance`` (PEP 740) is a URL or null. A page that is not such JSON, or a file entry
     of the wrong shape, is one :class:`PageError`."""
     try:
-        doc = jsonlimits.loads(data, "index.json", _JsonPageError, limit=len(data))
+        doc = jsonlimits.loads(data, "index.json", _JsonPageError, limit=len(data),
+                               max_values=(MAX_JSON_VALUES, "MAX_JSON_VALUES"))
     except _JsonPageError as exc:
         raise PageError(f"not a readable PEP 691 page ({exc.detail[:200]})") from None
     version = _field(_field(doc, "meta", dict, "the page"), "api-version", str, "meta")
     if version.split(".")[0] != "1":
         raise PageError(f"PEP 691 API version {version[:20]!r}: only 1.x is read")
     files = _field(doc, "files", list, "the page")
+    if len(files) > MAX_LINKS:
+        raise PageError(_too_many("files"))
     return [_json_link(item, n) for n, item in enumerate(files)]
+
+
+def _too_many(what: str) -> str:
+    return f"more than {MAX_LINKS:,} {what} (MAX_LINKS): not read"
 
 
 def _json_link(item: Any, n: int) -> Link:

@@ -109,3 +109,31 @@ def test_a_tree_of_bad_links_gives_failures_never_an_exception(links: list[str],
             assert source.path.resolve().is_relative_to(real) and source.path.is_file()
         for failure in failures:
             assert failure.error is not None and failure.error["code"] != "mirror.internal"
+
+
+def test_a_page_over_the_link_cap_fails_alone(tmp_path: Path) -> None:
+    """A project page of more than MAX_LINKS links (JSON files or HTML anchors), or a JSON page
+    of more than MAX_JSON_VALUES values, is that page's failure before it is parsed into
+    objects; the other project's page is read. A page at the cap is read whole."""
+    cap = simpleindex.MAX_LINKS
+    entry = json.dumps({"filename": WHEEL, "url": WHEEL, "hashes": {}}).encode()
+    root = tmp_path / "src"
+    # counted before each entry is read: entries of any shape, the cheapest to parse
+    pages = {"json-links": b'{"meta": {"api-version": "1.0"}, "files": [' + b"{}," * cap + b"{}]}",
+             "html-links": f'<a href="{WHEEL}">x</a>\n'.encode() * (cap + 1),
+             "json-values": b'{"meta": {"api-version": "1.0"}, "files": [' + b"{}," * simpleindex.MAX_JSON_VALUES
+             + b"{}]}",
+             "demo": f'<a href="{WHEEL}">x</a>\n'.encode()}
+    for project, page in pages.items():
+        (root / "simple" / project).mkdir(parents=True)
+        (root / "simple" / project / ("index.html" if b"<a" in page[:5] else "index.json")).write_bytes(page)
+    (root / "simple" / "demo" / WHEEL).write_bytes(b"PK not a wheel")
+    sources, failures, _ = mirror.discover([root], tmp_path / "out")
+    assert [s.filename for s in sources] == [WHEEL]
+    found = {f.filename.split("/")[0]: f.error for f in failures}
+    assert set(found) == {"json-links", "html-links", "json-values"}
+    for project, error in found.items():
+        assert error is not None and error["code"] == "mirror.page", error
+        assert ("MAX_JSON_VALUES" if project == "json-values" else "MAX_LINKS") in error["message"]
+    at_cap = b'{"meta": {"api-version": "1.0"}, "files": [' + b",".join([entry] * cap) + b"]}"
+    assert len(simpleindex.json_links(at_cap)) == cap
