@@ -247,14 +247,19 @@ def _bundle_now(source: Source, ctx: Context) -> str | None:
     if ctx.sigstore_bundles is None:
         return None
     try:
-        return hashlib.sha256(regularfile.read_regular(_bundle_path(source, ctx.sigstore_bundles),
-                                                       MAX_BUNDLE_BYTES)).hexdigest()
+        return hashlib.sha256(_read_bundle(_bundle_path(source, ctx.sigstore_bundles))).hexdigest()
     except regularfile.RegularFileError as exc:
         return None if exc.reason == "missing" else "unreadable"
 
 
 def _bundle_path(source: Source, bundles: Path) -> Path:
     return bundles / f"{source.filename}{BUNDLE_SUFFIX}"
+
+
+def _read_bundle(path: Path) -> bytes:
+    """A bundle of ``--sigstore-bundle DIR``, read as the other inputs are: a regular file,
+    bounded, never through a symlink (``symlink``), never blocking on a FIFO."""
+    return regularfile.read_regular(path, MAX_BUNDLE_BYTES, follow_symlinks=False)
 
 
 def _unchanged(old: Entry, source: Source) -> Result:
@@ -363,7 +368,7 @@ def _keyless(source: Source, ctx: Context) -> tuple[Keyless | None, KeylessError
 
     path = _bundle_path(source, ctx.sigstore_bundles)
     try:
-        return Keyless(bundle=regularfile.read_regular(path, MAX_BUNDLE_BYTES), source=str(path)), None
+        return Keyless(bundle=_read_bundle(path), source=str(path)), None
     except regularfile.RegularFileError as exc:
         if exc.reason != "missing":
             return None, KeylessError("bundle", str(path), f"{exc.detail}: not a Sigstore bundle")

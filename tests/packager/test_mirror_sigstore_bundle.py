@@ -161,3 +161,18 @@ def test_a_copied_wheel_ignores_its_bundle(src: Path, wheels: dict[str, Path], k
         code, doc, _ = run_mirror(src, tmp_path / f"out{n}", keys[0], "--sigstore-bundle", str(bundles))
         assert code == 0 and statuses(doc) == {backend: "migrated", pure: "copied"}, (n, doc)
         assert (tmp_path / f"out{n}" / pure).read_bytes() == wheels["pure"].read_bytes()
+
+
+def test_a_symlinked_bundle_is_refused(src: Path, wheels: dict[str, Path], keys: tuple, bundles: Path,
+                                       tmp_path: Path) -> None:
+    """DIR is read as the other inputs are: a bundle that is a symlink (to the right bundle,
+    elsewhere) is not followed; that wheel fails."""
+    backend = wheels["backend"].name
+    path = bundles / f"{backend}.sigstore.json"
+    elsewhere = Path(shutil.copy2(path, tmp_path / "elsewhere.json"))
+    path.unlink()
+    path.symlink_to(elsewhere)
+    code, doc, _ = run_mirror(src, tmp_path / "out", keys[0], "--sigstore-bundle", str(bundles))
+    assert code == 1 and statuses(doc)[backend] == "failed"
+    (row,) = [w for w in doc["wheels"] if w["error"]]
+    assert row["error"]["code"] == "sigstore.bundle" and "symbolic link" in row["error"]["message"]
