@@ -197,10 +197,15 @@ def _attested(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: lis
 
 def _provenance(source: Source) -> bytes | None:
     """The provenance's bytes, None when a directory's wheel has none beside it (a file the
-    index names must be there); read as inputs are, confined to the source tree."""
+    index names must be there); read as inputs are, confined to the source tree. One that
+    cannot be read so (a symlink, a FIFO, over the bound, missing) is this wheel's
+    ``provenance.unreadable``: an ``input.*`` code would end the whole run with exit 2."""
     if source.provenance is None or (not source.provenance_named and not os.path.lexists(source.provenance)):
         return None
-    return read_confined(source.provenance, source.root or source.path.parent.resolve(), MAX_PROVENANCE_BYTES)
+    try:
+        return read_confined(source.provenance, source.root or source.path.parent.resolve(), MAX_PROVENANCE_BYTES)
+    except TrustError as exc:
+        raise ProvenanceError("unreadable", exc.path, f"{exc.detail} ({exc.code})") from None
 
 
 def _ready(result: Result) -> Finish:

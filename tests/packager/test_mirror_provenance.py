@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -268,3 +269,21 @@ def test_a_pep691_page_is_checked_as_its_html_is(src: Path, keys: tuple, tmp_pat
     codes = {w["filename"]: w["error"]["code"] for w in doc["wheels"] if w["error"]}
     assert codes == {REAL: "mirror.source-hash", renamed: "mirror.source",
                      REAL.replace("0.0.30", "0.0.32"): "mirror.source", "wrong/index.json": "mirror.page"}
+
+
+def test_a_provenance_that_cannot_be_read_fails_that_wheel(src: Path, wheels: dict[str, Path], keys: tuple,
+                                                           tmp_path: Path) -> None:
+    """A provenance beside a wheel is read as inputs are: a symlink (to the right provenance,
+    elsewhere) is not followed, a FIFO not waited on. Each is that wheel's
+    ``provenance.unreadable`` (exit 1), not an ``input.*`` code that ends the run with exit 2."""
+    backend = wheels["backend"].name
+    elsewhere = Path(shutil.copy2(src / f"{REAL}.provenance", tmp_path / "elsewhere.provenance"))
+    (src / f"{REAL}.provenance").unlink()
+    (src / f"{REAL}.provenance").symlink_to(elsewhere)
+    (src / f"{backend}.provenance").unlink()
+    os.mkfifo(src / f"{backend}.provenance")
+    code, doc, _ = run_mirror(src, tmp_path / "out", keys[0], *upstream(REAL_IDENTITY, VENDOR))
+    assert code == 1 and statuses(doc) == {REAL: "failed", backend: "failed"}
+    rows = by_name(doc)
+    assert rows[REAL]["error"]["code"] == rows[backend]["error"]["code"] == "provenance.unreadable"
+    assert "input.symlink" in rows[REAL]["error"]["message"]
