@@ -68,8 +68,10 @@ FUZZ_SECONDS ?= 600
 fuzz: setup
 	$(BIN)/python tests/run_fuzz.py --seconds $(FUZZ_SECONDS)
 
+# Two workers (pytest-xdist): the quick suite is mostly subprocesses of a few hundred ms each.
+# `make test` runs it in one process beside the real-wheel half (the fork tests need one thread).
 test-quick: setup
-	$(BIN)/pytest -q -m "not triton_wheel"
+	$(BIN)/pytest -q -m "not triton_wheel" -n 2
 
 bench: setup
 	$(BIN)/python bench/bench_scan.py
