@@ -10,22 +10,17 @@ exception, so that the pool's shutdown waits for one chunk per thread at most.
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from triton_backend_runtime.base import short_switch_interval
+
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["Cancelled", "POOL_SWITCH_INTERVAL", "STOP", "checkpoint", "worker_pool"]
+__all__ = ["Cancelled", "STOP", "checkpoint", "worker_pool"]
 
-#: The GIL switch interval while a pool runs (seconds; Python's default is 5 ms). Workers let
-#: go of the GIL for each piece they read, hash or deflate, and wait to take it back while
-#: the main thread runs Python (the ELF scan beside the hashing): at 5 ms they mostly wait.
-#: Measured on an H200, a 416 MB file hashed beside a busy thread: 4.9 s at 5 ms in 1 MiB
-#: pieces, 0.41 s at 0.1 ms in reused 8 MiB ones, 0.37 s alone.
-POOL_SWITCH_INTERVAL = 0.0001
 
 #: Set once a signal asked the command to stop; cleared when a command starts.
 STOP = threading.Event()
@@ -47,18 +42,15 @@ def checkpoint() -> None:
 def worker_pool(jobs: int) -> Iterator[ThreadPoolExecutor]:
     """A thread pool whose queued work is cancelled when the block ends by an exception
     (an interrupt, one task's error): only the tasks running are waited for. The GIL switch
-    interval is :data:`POOL_SWITCH_INTERVAL` while the block runs (process-wide; restored after)."""
+    interval is short while the block runs (``short_switch_interval``: workers hash or deflate
+    beside the main thread's Python)."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=jobs)
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, POOL_SWITCH_INTERVAL))
-    try:
+    with short_switch_interval():
         try:
             yield pool
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-    finally:
-        sys.setswitchinterval(before)

@@ -11,7 +11,7 @@ import posixpath
 from concurrent.futures import as_completed
 from dataclasses import dataclass
 
-from triton_backend_runtime.base import BACKENDS_GROUP, TrustError, VerifyError, is_shared_library
+from triton_backend_runtime.base import BACKENDS_GROUP, TrustError, VerifyError, is_shared_library, read_views
 from triton_backend_runtime.manifest import Artifact, ElfInfo
 from triton_backend_runtime.site import (
     MAX_WALK_ENTRIES,
@@ -228,22 +228,16 @@ def open_recorded(full: str, confine: Confinement | None) -> tuple[int, os.stat_
 
 
 def _sha256(fd: int, size: int, full: str) -> tuple[str, bytes]:
-    """sha256 of exactly ``size`` bytes (never more), and the first 64 of them. Read into one
-    buffer, reused (a fresh ``bytes`` per read is memory to fault in and zero again), in larger
-    pieces for a large file: each piece is one wait for the GIL beside the main thread's scan."""
+    """sha256 of exactly ``size`` bytes (never more), and the first 64 of them."""
     digest = hashlib.sha256()
-    buffer = memoryview(bytearray(min(_LARGE_PIECE if size >= _LARGE_FILE else _PIECE, size)))
     head = b""
     left = size
-    while left > 0:
+    for view in read_views(fd, size, _LARGE_PIECE if size >= _LARGE_FILE else _PIECE):
         checkpoint()
-        count = os.readv(fd, [buffer[:left]])
-        if not count:
-            break
         if len(head) < 64:
-            head += bytes(buffer[: min(count, 64 - len(head))])
-        digest.update(buffer[:count])
-        left -= count
+            head += bytes(view[: 64 - len(head)])
+        digest.update(view)
+        left -= len(view)
     if left:
         raise InstalledError("size", full, "shorter than RECORD says (truncated while read)")
     return digest.hexdigest(), head

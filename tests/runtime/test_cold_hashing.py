@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from helpers.disttree import Dist, TrustEnv, entry, write_dist
-from triton_backend_runtime.base.regularfile import read_chunks
-from triton_backend_runtime.loading import registry as registry_module
+from triton_backend_runtime.base.regularfile import read_chunks, read_views
+from triton_backend_runtime.base.switchinterval import HASHING_SWITCH_INTERVAL
 from triton_backend_runtime.site import HashCache
 from triton_backend_runtime.verification.prefetch import MAX_PREFETCH_FILES
 
@@ -31,7 +31,7 @@ def test_verification_leaves_the_switch_interval_as_it_was(env: TrustEnv, site: 
         sys.setswitchinterval(before)
     assert (entry(reg, "demo").trust, entry(reg, "demo").reason) == ("verified", None)
     assert after == pytest.approx(interval, abs=1e-5)  # kept in microseconds
-    assert registry_module.HASHING_SWITCH_INTERVAL < 0.005
+    assert HASHING_SWITCH_INTERVAL < 0.005
 
 
 def test_a_changed_file_is_refused_though_its_hashing_started_first(env: TrustEnv, site: Path) -> None:
@@ -47,13 +47,17 @@ def test_a_changed_file_is_refused_though_its_hashing_started_first(env: TrustEn
     assert demo.trust == "rejected" and demo.reason is not None and demo.reason.code == "verify.sha256"
 
 
-def test_pieces_never_exceed_their_size_nor_the_count(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["chunks", "views"])
+def test_pieces_never_exceed_their_size_nor_the_count(tmp_path: Path, reader: str) -> None:
     data = os.urandom(5 * 4096 + 17)
     path = tmp_path / "blob"
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        pieces = list(read_chunks(fd, len(data) - 5, 4096))
+        if reader == "chunks":
+            pieces = list(read_chunks(fd, len(data) - 5, 4096))
+        else:  # one buffer reused: each view copied before the next is read
+            pieces = [bytes(view) for view in read_views(fd, len(data) - 5, 4096)]
     finally:
         os.close(fd)
     assert [len(p) for p in pieces] == [4096] * 5 + [12]

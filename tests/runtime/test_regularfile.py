@@ -10,7 +10,13 @@ import os
 from pathlib import Path
 
 import pytest
-from triton_backend_runtime.base.regularfile import RegularFileError, open_regular, read_chunks, read_regular
+from triton_backend_runtime.base.regularfile import (
+    RegularFileError,
+    open_regular,
+    read_chunks,
+    read_regular,
+    read_views,
+)
 from triton_backend_runtime.site.discovery import read_small_bytes
 
 from backend_packager.base.errors import InputError
@@ -111,5 +117,18 @@ def test_read_chunks_stops_at_the_count_or_the_end_of_the_file(tmp_path: Path) -
         assert [len(c) for c in read_chunks(fd, (1 << 20) + 2)] == [1 << 20, 2]
         assert b"".join(read_chunks(fd, 100)) == b"aaa"
         assert list(read_chunks(fd, 100)) == []
+    finally:
+        os.close(fd)
+
+
+def test_read_views_stop_at_the_count_or_the_end_of_the_file(tmp_path: Path) -> None:
+    """As read_chunks: a count of 0 reads nothing, a file shorter than the count ends early."""
+    path = tmp_path / "f"
+    path.write_bytes(b"aaa")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert [bytes(v) for v in read_views(fd, 0)] == []
+        assert b"".join(bytes(v) for v in read_views(fd, 100)) == b"aaa"
+        assert list(read_views(fd, 100)) == []
     finally:
         os.close(fd)

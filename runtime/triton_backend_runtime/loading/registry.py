@@ -24,8 +24,6 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..base import (
@@ -47,6 +45,7 @@ from ..base import (
     VerifyError,
     describe,
     reason_of,
+    short_switch_interval,
 )
 from ..site import (
     DEFAULT_PACKAGE,
@@ -122,7 +121,7 @@ class Registry:
             found = discover(backends_dir=backends_dir, in_tree=in_tree, package=package)
             self._contested_core(found)
             rehash = rehash or os.environ.get(REHASH_ENV, "") == "1"
-            with _prompt_gil_handback():
+            with short_switch_interval():  # hashing threads beside the manifest's decoding
                 self.verdicts = self._verdicts(found, rehash)
             self.entries = [self._entry(c) for c in found.candidates]
             self._legacy_floors()
@@ -454,27 +453,6 @@ class Registry:
     def healthy(self) -> bool:
         items: list[Entry | PluginEntry] = [*self.entries, *self.plugins]
         return not self.problems and all(i.state not in BAD_STATES for i in items)
-
-
-#: The GIL switch interval while distributions are verified (seconds; Python's default is 5 ms).
-HASHING_SWITCH_INTERVAL = 0.0001
-
-
-@contextmanager
-def _prompt_gil_handback() -> Iterator[None]:
-    """A shorter GIL switch interval while verifying, restored after. Hashing threads let go of
-    the GIL for each piece they read and hash, and wait to take it back while this thread runs
-    Python (the manifest's decoding and checks, beside the hashing): at the default 5 ms they
-    mostly wait, and the largest file, which bounds a cold start, is hashed late (measured on an
-    H200, libtriton.so's 416 MB hashed beside a busy thread: 944 ms at 5 ms, 461 ms at 0.5 ms,
-    412 ms at 0.1 ms, 345-371 ms alone). Process-wide while it lasts; only ever shortened (an
-    interval set lower is kept)."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, HASHING_SWITCH_INTERVAL))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def _overwritten(dist: Distribution) -> Verdict | None:

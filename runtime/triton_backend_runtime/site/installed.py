@@ -21,14 +21,13 @@ per file, whatever the number of files.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..base import RegularFileError, VerifyError, open_regular
+from ..base import RegularFileError, VerifyError, open_regular, read_views
 from .fileidentity import identity
 
 __all__ = [
@@ -39,12 +38,10 @@ __all__ = [
 ]
 
 CHUNK = 1 << 20
-#: A file this large is read in pieces of LARGE_PIECE. Each read and each update lets go of
-#: the GIL and takes it back; while verification runs Python beside the hashing, taking it
-#: back waits up to ``sys.getswitchinterval()`` (5 ms), so a thread hashing 1 MiB pieces
-#: (~0.6 ms each) mostly waits. The largest file bounds a cold verification: measured on
-#: libtriton.so, 8 MiB pieces cut its hashing beside verification by ~50 ms. Only a few
-#: files are this large, so a few pieces are held at once, whatever the thread count.
+#: A file this large is hashed in pieces of LARGE_PIECE (into one buffer, ``read_views``): each
+#: piece is one wait for the GIL while verification runs Python beside the hashing, and the
+#: largest file bounds a cold verification. A few files are this large, so a few such buffers
+#: are held at once, whatever the thread count.
 LARGE_FILE = 64 << 20
 LARGE_PIECE = 8 << 20
 #: Longest wheel path accepted, and deepest (deeper is no real package, only a walk to bound).
@@ -141,22 +138,10 @@ def read_bounded(path: str, limit: int) -> bytes:
 
 
 def sha256_fd(fd: int, size: int) -> str:
-    """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared.
-
-    Read into one buffer, reused: a new 8 MiB ``bytes`` per read is fresh memory for the kernel
-    to fault in and zero, and beside verification's Python it left libtriton.so's hashing ~25%
-    slower than alone (H200, 416 MB: 515 ms against 381 ms; reused, at the switch interval the
-    registry sets while verifying, 412 ms)."""
+    """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared."""
     digest = hashlib.sha256()
-    buffer = memoryview(bytearray(min(LARGE_PIECE if size >= LARGE_FILE else CHUNK, size)))
-    left = size
-    with io.FileIO(fd, closefd=False) as stream:  # readinto: os.readv is not on Windows
-        while left > 0:
-            count = stream.readinto(buffer[:left])
-            if not count:
-                break
-            digest.update(buffer[:count])
-            left -= count
+    for view in read_views(fd, size, LARGE_PIECE if size >= LARGE_FILE else CHUNK):
+        digest.update(view)
     return digest.hexdigest()
 
 
