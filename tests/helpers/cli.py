@@ -13,6 +13,30 @@ from typing import Any
 from helpers.projects import Keypair
 
 
+def run_on_terminal(*args: str) -> tuple[int, bytes, bytes]:
+    """``backend-packager ARGS`` with stderr on a pseudo-terminal (where progress bars are
+    drawn): its exit status, everything it wrote there, and its stdout."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    exe = Path(sys.executable).parent / "backend-packager"
+    proc = subprocess.Popen([str(exe), *args], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    stdout, _ = proc.communicate()
+    return proc.returncode, screen, stdout
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``backend-packager ARGS`` from this venv, its output captured as text."""
     exe = Path(sys.executable).parent / "backend-packager"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from helpers import adopted
 from helpers.adopted import DIST_INFO, NAME, PACKAGE, cli_adopt, key_file, plugpack, snapshot
-from helpers.cli import run_cli
+from helpers.cli import run_cli, run_on_terminal
 from helpers.csrc import ElfFixtures
 from helpers.disttree import TrustEnv
 from helpers.manifests import manifest_plugins
@@ -205,25 +205,9 @@ def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trus
 
 def test_wheel_out_shows_the_progress_bar_on_a_terminal(site: Path, trust: TrustEnv, tmp_path: Path) -> None:
     """As ``migrate``'s: the bytes streamed into the wheel, on stderr when it is a terminal."""
-    import pty
-
-    master, slave = pty.openpty()
-    exe = Path(sys.executable).parent / "backend-packager"
-    proc = subprocess.Popen([str(exe), "adopt", NAME, "--site-packages", str(site), "--key", str(key_file(trust)),
-                             "--wheel-out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(master)
-    stdout, _ = proc.communicate()
-    assert proc.returncode == 0, screen
+    returncode, screen, _ = run_on_terminal("adopt", NAME, "--site-packages", str(site), "--key",
+                                            str(key_file(trust)), "--wheel-out", str(tmp_path / "out"))
+    assert returncode == 0, screen
     assert b"1/1 wheels" in screen and b"100%" in screen
 
 

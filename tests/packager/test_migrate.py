@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.cli import migrate, run_cli
+from helpers.cli import migrate, run_cli, run_on_terminal
 from helpers.csrc import ElfFixtures
 from helpers.projects import (
     Keypair,
@@ -316,27 +316,9 @@ def test_usage_errors(tmp_path: Path) -> None:
 
 
 def test_progress_bar_on_a_terminal(legacy: dict[str, Path], key: Keypair, tmp_path: Path) -> None:
-    import os
-    import pty
-    import sys
-
-    master, slave = pty.openpty()
-    exe = Path(sys.executable).parent / "backend-packager"
-    proc = subprocess.Popen([str(exe), "migrate", str(legacy["with_ep"]), "-o", str(tmp_path), "--key",
-                             str(key.private)], stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(master)
-    stdout, _ = proc.communicate()
-    assert proc.returncode == 0
+    returncode, screen, stdout = run_on_terminal("migrate", str(legacy["with_ep"]), "-o", str(tmp_path),
+                                                 "--key", str(key.private))
+    assert returncode == 0
     assert b"1/1 wheels" in screen and b"100%" in screen
     assert stdout.decode().startswith("migrated ")
 
