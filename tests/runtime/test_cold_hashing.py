@@ -4,6 +4,7 @@ files in large pieces, the GIL handed back promptly while verifying; none of it 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -91,3 +92,21 @@ def test_a_hostile_record_costs_a_bounded_number_of_files(env: TrustEnv, site: P
     assert hashes.submitted <= listed + (MAX_PREFETCH_FILES if signed else 0)
     if not signed:
         assert str(other.file("other_backend/big.bin")) not in hashes.entries
+
+
+def test_the_signature_hint_is_a_member_not_a_quoted_phrase(env: TrustEnv, site: Path) -> None:
+    """A hash-only envelope quoting ``"signatures": [{`` in a string is not hinted; one with a
+    signature, whatever its spacing, is."""
+    from triton_backend_runtime.verification.prefetch import _signed
+
+    dist = write_dist(site)
+    dist.sign()
+    envelope = json.loads(dist.manifest_path.read_bytes())
+    assert envelope["signatures"] == [] and not _signed(str(dist.manifest_path))
+    envelope["payloadType"] = envelope["payloadType"] + ' ,"signatures": [{"keyid": "x"}]'
+    dist.write_envelope(json.dumps(envelope).encode())
+    assert not _signed(str(dist.manifest_path))
+    dist.sign(env.key)
+    spaced = json.dumps(json.loads(dist.manifest_path.read_bytes()), indent=3).encode()
+    dist.write_envelope(spaced)
+    assert _signed(str(dist.manifest_path))

@@ -38,7 +38,8 @@ MAX_PREFETCH_BYTES = 2 * 1024 * 1024 * 1024
 #: RECORD rows read for the hint, and the bytes of RECORD read.
 MAX_PREFETCH_ROWS = 20_000
 MAX_PREFETCH_RECORD_BYTES = 2 * 1024 * 1024
-#: A DSSE envelope's list of signatures, not empty (JSON allows whitespace around each token).
+#: A DSSE envelope's list of signatures, not empty. Inside a JSON string every quote is escaped
+#: (``\"``), so the phrase written in a string never matches: only a member of that name does.
 _SIGNATURES = re.compile(rb'"signatures"\s*:\s*\[\s*\{')
 
 
@@ -68,8 +69,9 @@ def hash_ahead(dist: Distribution, hashes: HashCache, workers: int) -> None:
 def _signed(manifest: str) -> bool:
     """Whether the envelope appears to carry a signature: a ``"signatures"`` member holding an
     object. A hint, so the bytes are searched, not parsed (parsing a 2 MB envelope here cost
-    ~8 ms before the first hash): anyone can add a signature that does not hold, so parsing
-    would decide nothing more; a hash-only manifest (``"signatures": []``) is not hinted."""
+    ~8 ms before the first hash). A hash-only manifest (``"signatures": []``) is not hinted;
+    one made to look signed (a nested member of that name) costs what a signature that does
+    not hold costs anyone: the prefetch's own bounds."""
     data = read_small_bytes(manifest, MAX_ENVELOPE_BYTES)
     return data is not None and _SIGNATURES.search(data) is not None
 
