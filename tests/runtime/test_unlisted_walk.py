@@ -280,3 +280,21 @@ def test_an_init_dropped_above_a_backend_in_a_namespace_is_caught(env: TrustEnv,
     demo = entry(env.registry(site, policy="strict"), "nsdemo")
     assert demo.trust == "rejected" and demo.reason is not None
     assert (demo.reason.code, demo.reason.path) == ("verify.unlisted", str(path))
+
+
+def test_an_edited_file_and_unlisted_code_together_give_the_edit(env: TrustEnv, site: Path) -> None:
+    """The walk runs while the artifacts hash; what it finds is raised after them, so with both
+    a listed file edited and code dropped beside it, the reason is the edit (``verify.sha256``),
+    and with the edit undone, the dropped code (``verify.unlisted``)."""
+    dist = write_dist(site)
+    dist.sign(env.key)
+    edited = dist.file("demo_backend/compiler.py")
+    original = edited.read_bytes()
+    edited.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # the same size
+    dropped = edited.parent / "dropped.py"
+    dropped.write_bytes(b"import os\n")
+    reg = env.registry(site, policy="strict", rehash=True)
+    problem = reg.verdicts[str(dist.dist_info)].problem
+    assert problem is not None and (problem.code, problem.path) == ("verify.sha256", str(edited))
+    edited.write_bytes(original)
+    rejected_for(env.registry(site, policy="strict", rehash=True), dist, dropped)
