@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +41,6 @@ from triton_backend_runtime.verification.verdict import Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore::triton_backend_runtime.loading.registry.BackendWarning")
 
-#: No example may take longer than this (verifying these trees takes milliseconds).
-SLOW = 2.0
 CODE = re.compile(r"(signature|manifest|verify|trust)\.[a-z0-9-]+")
 
 
@@ -240,9 +237,7 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManifestWorl
 def check_contained(world: ManifestWorld, data: bytes) -> Verdict:
     world.hostile.manifest_path.write_bytes(data)
     ctx = world.context()
-    start = time.perf_counter()
     verdict = verify_distribution(world.hostile_dist, ctx)  # never raises: that is the first property
-    elapsed = time.perf_counter() - start
     assert verdict.status in ("verified", "unverified", "rejected")
     if verdict.status == "rejected":
         assert verdict.problem is not None and CODE.fullmatch(verdict.problem.code), verdict.problem
@@ -253,7 +248,6 @@ def check_contained(world: ManifestWorld, data: bytes) -> Verdict:
     if verdict.status == "verified":
         assert verdict.signers and verdict.signers[0].startswith(world.key.keyid)
     assert ctx.hashes.hashed_bytes <= world.installed, "hashed more than is installed"
-    assert elapsed < SLOW, f"{elapsed:.2f} s"
     assert verify_distribution(world.good, world.context()) == world.baseline
     return verdict
 
@@ -345,6 +339,7 @@ class CacheWorld:
     baseline: Verdict
     data: bytes
     doc: dict[str, Any]
+    installed: int
 
 
 REQUIRED = {("format",), ("verdicts",), ("hashes",)}
@@ -365,16 +360,17 @@ def caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CacheWorld]:
         reg = Registry()
         reg.load(stub_loader)
         data = env.cache_file().read_bytes()
-        yield CacheWorld(env.cache_file(), good, reg.verdicts[str(good.dist_info)], data, json.loads(data))
+        installed = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+        yield CacheWorld(env.cache_file(), good, reg.verdicts[str(good.dist_info)], data, json.loads(data), installed)
 
 
 def check_cache(world: CacheWorld, content: bytes) -> Registry:
     world.cache.write_bytes(content)
     os.chmod(world.cache, 0o600)
     reg = Registry()
-    start = time.perf_counter()
     reg.load(stub_loader)  # never raises: the first property
-    assert time.perf_counter() - start < SLOW
+    # Bounded work, not time: whatever the cache says, no more is hashed than is installed.
+    assert reg.hashed_bytes <= world.installed, "hashed more than is installed"
     good = next(e for e in reg.entries if e.name == "good")
     assert (good.trust, good.state, good.reason) == ("verified", "loaded", None)
     assert reg.verdicts[str(world.good.dist_info)] == world.baseline
