@@ -8,7 +8,7 @@ and the one atomic writer, for both distributions.
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds at start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import atomicfile, errors, jsonlimits, layout, names, reason, regularfile, switchinterval, vocab
+    from . import atomicfile, errors, jsonlimits, layout, names, reason, records, regularfile, switchinterval, vocab
     from .atomicfile import atomic_output, write_atomic
     from .errors import (
         CacheError,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .layout import BACKENDS_GROUP, MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME, is_shared_library
     from .names import canonicalize_name, same_version
     from .reason import Reason, reason_of
+    from .records import record
     from .regularfile import RegularFileError, open_regular, read_chunks, read_regular, read_views
     from .switchinterval import short_switch_interval
     from .vocab import (
@@ -106,6 +107,8 @@ __all__ = [
     "read_views",
     "reason",
     "reason_of",
+    "record",
+    "records",
     "regularfile",
     "same_version",
     "short_switch_interval",
@@ -161,6 +164,7 @@ _WHERE = {
     "read_regular": "regularfile",
     "read_views": "regularfile",
     "reason_of": "reason",
+    "record": "records",
     "same_version": "names",
     "short_switch_interval": "switchinterval",
     "write_atomic": "atomicfile",

@@ -4,14 +4,14 @@ The annotations are evaluated when the class is made (no ``from __future__ impor
 annotations``): the verdict cache's decoder reads them with ``typing.get_type_hints``.
 """
 
-from dataclasses import dataclass
 
 from .errors import TrustError
+from .records import record
 
 __all__ = ["Reason", "reason_of"]
 
 
-@dataclass
+@record()
 class Reason:
     """Why something is not admitted: a stable code, the file it is about, the cause."""
 

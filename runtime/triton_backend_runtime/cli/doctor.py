@@ -7,10 +7,10 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..base import BAD_STATES, STRICT, Reason, describe, printable
+from ..base import BAD_STATES, STRICT, Reason, describe, printable, record
 from ..loading import NEVER_SERVED, BackendRow, PluginRow, Report
 from ..loading import registry as reg
 from ..site import DEFAULT_PACKAGE
@@ -24,7 +24,7 @@ from .inputs import PROG, package_arg
 __all__ = ["ImportOutcome", "cmd_doctor", "cmd_list", "doctor_entry", "hook_lines"]
 
 
-@dataclass
+@record()
 class ImportOutcome:
     """What the doctor's own ``import <package>.backends`` did, in this process as in a user's."""
 

@@ -39,9 +39,8 @@ symlink, so ``libX.so`` beside ``libX.so.24.0git`` is a copy (triton 3.9.0's bun
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from ..base import PIN_KINDS, RANK
+from ..base import PIN_KINDS, RANK, record
 
 __all__ = ["Claim", "Exclusion", "resolve"]
 
@@ -51,7 +50,7 @@ _PIN = "python -m triton_backend_runtime trust pin"
 _CODES = {"backend": "name", "target": "target", "symbol": "symbol", "pass": "pass", "dialect": "dialect", "op": "op"}
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@record(eq=False)  # compared by identity
 class Claim:
     """What one admitted backend or plugin claims, and what the rule ranks it by."""
 
@@ -75,7 +74,7 @@ class Claim:
         return (_trust(self), self.path_order, self.key)
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@record(eq=False)  # compared by identity
 class Exclusion:
     key: int
     code: str
@@ -129,7 +128,7 @@ def _choose(kind: str, name: str) -> str:
     return f"to choose the owner: {_PIN} {spec} DIST"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Rule:
     core: Mapping[tuple[str, str], str]
     pins: Mapping[tuple[str, str], str]

@@ -8,8 +8,10 @@ from verification) and what became of it since: ``trust`` (the verification outc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from ..base import record
 
 if TYPE_CHECKING:
     from ..base import Reason, State, Trust
@@ -30,7 +32,7 @@ class BackendWarning(UserWarning):
     """A backend or plugin was excluded or failed; the message says which and why."""
 
 
-@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
+@record(eq=False, repr=False)  # compared by identity
 class Entry:
     """One backend: where it came from, what verification said, where it is now."""
 
@@ -61,7 +63,7 @@ class Entry:
         return self.dist.label() if self.dist else "(no distribution)"
 
 
-@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
+@record(eq=False, repr=False)  # compared by identity
 class PluginEntry:
     """One plugin library of a distribution with a manifest: the manifest's claim and its verdict."""
 
@@ -114,7 +116,7 @@ class PluginEntry:
         return self.dist.label()
 
 
-@dataclass(eq=False, repr=False)
+@record(eq=False, repr=False)
 class Plan:
     """What the registry decided, for the Triton layer to act on (``triton.integration``)."""
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from ..base import PolicyError, Reason, RegularFileError, printable, read_regular, reason_of
+from ..base import PolicyError, Reason, RegularFileError, printable, read_regular, reason_of, record
 
 __all__ = [
     "CODE", "EarlyImport", "FOUND", "MAX_PTH_BYTES", "MAX_PTH_FILES", "calling_pth", "culprits", "imported_early",
@@ -46,7 +46,7 @@ MAX_PTH_FILES = 1000
 CODE = "policy.hook-late"
 
 
-@dataclass
+@record()
 class EarlyImport:
     """``module`` was imported before the hook ran; ``culprits``: the ``.pth`` files that ran
     before it and could have done it (best first)."""

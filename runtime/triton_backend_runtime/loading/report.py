@@ -8,9 +8,10 @@ never dicts by string key.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import TYPE_CHECKING, Any
 
+from ..base import record
 from ..site import DEFAULT_PACKAGE, core_init, core_version
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def _reason(reason: Reason | None) -> dict[str, str] | None:
     return None if reason is None else {"code": reason.code, "path": reason.path, "message": reason.message}
 
 
-@dataclass
+@record()
 class _DistFields:
     """The distribution a row belongs to, and how its manifest was judged; None without one."""
 
@@ -64,7 +65,7 @@ def _identity(keyless: Any) -> dict[str, str]:
     return {"issuer": keyless.issuer, "san": keyless.san, "id": keyless.id, "pattern": keyless.pattern}
 
 
-@dataclass
+@record()
 class BackendRow(_DistFields):
     """One backend."""
 
@@ -85,7 +86,7 @@ class BackendRow(_DistFields):
                 "targets": self.targets, "note": self.note, "reason": _reason(self.reason)}
 
 
-@dataclass
+@record()
 class PluginRow(_DistFields):
     """One plugin library."""
 
@@ -108,7 +109,7 @@ class PluginRow(_DistFields):
                 "contract": asdict(self.contract) if self.contract else None}
 
 
-@dataclass
+@record()
 class CoreRow:
     """What ``import <package>`` imports: the distribution whose RECORD lists the file, its
     version, ``<package>.__version__`` and the ``libtriton.so`` beside it."""
@@ -129,7 +130,7 @@ class CoreRow:
                 "libtriton_bytes": self.libtriton_bytes, "also_claimed_by": self.also_claimed_by}
 
 
-@dataclass
+@record()
 class RenamedCore:
     """A signed distribution that installs Triton under another package name."""
 
@@ -140,7 +141,7 @@ class RenamedCore:
         return {"distribution": self.distribution, "package": self.package}
 
 
-@dataclass
+@record()
 class Report:
     """Everything the registry knows: the ``list --json`` document, typed."""
 

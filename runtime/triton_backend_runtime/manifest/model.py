@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
-from ..base import MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME, ManifestError, jsonlimits
+from ..base import MANIFEST_FILENAME, SIGSTORE_BUNDLE_FILENAME, ManifestError, jsonlimits, record
 from . import schema
 
 __all__ = [
@@ -126,7 +126,7 @@ PLUGIN_V1_SYMBOLS = (
 )
 
 
-@dataclass
+@record()
 class Symbol:
     """A symbol a library defines (an export)."""
 
@@ -136,7 +136,7 @@ class Symbol:
     version: Annotated[str | None, "The version it is defined with (.gnu.version_d), if any"]
 
 
-@dataclass
+@record()
 class Import:
     """A symbol a library needs from elsewhere (undefined in .dynsym)."""
 
@@ -146,7 +146,7 @@ class Import:
     library: Annotated[str | None, "Library the version requirement names, e.g. libc.so.6"]
 
 
-@dataclass
+@record()
 class ExportTable:
     """A library's exports: complete up to EXPORT_LIST_LIMIT, else summarised.
 
@@ -160,7 +160,7 @@ class ExportTable:
     symbols: Annotated[list[Symbol], _SYMBOLS, "All exports, or only the significant ones when incomplete"]
 
 
-@dataclass
+@record()
 class VersionNeed:
     """Versions required from one library (.gnu.version_r)."""
 
@@ -168,7 +168,7 @@ class VersionNeed:
     versions: Annotated[list[str], _NAMES]
 
 
-@dataclass
+@record()
 class PluginApi:
     """The Triton plugin entry points a library exports."""
 
@@ -176,7 +176,7 @@ class PluginApi:
     symbols: Annotated[list[str], _NAMES]
 
 
-@dataclass
+@record()
 class ElfInfo:
     """Facts read from a shared library or executable (ELF64, little-endian)."""
 
@@ -215,7 +215,7 @@ def file_kind(info: ElfInfo) -> Literal["executable", "library"]:
     return "library" if info.file_type == "DYN" and info.interpreter is None else "executable"
 
 
-@dataclass
+@record()
 class Artifact:
     """One file in the wheel that the manifest vouches for."""
 
@@ -225,7 +225,7 @@ class Artifact:
     elf: ElfInfo | None = None
 
 
-@dataclass
+@record()
 class Backend:
     """A Triton backend the wheel provides (one `triton.backends` entry point)."""
 
@@ -236,7 +236,7 @@ class Backend:
     targets: Annotated[list[str], _NAMES] = field(default_factory=list)
 
 
-@dataclass
+@record()
 class PluginPass:
     """A pass a plugin registers (Triton's ``PassInfo``: name and version)."""
 
@@ -244,7 +244,7 @@ class PluginPass:
     version: str
 
 
-@dataclass
+@record()
 class PluginDialect:
     """A dialect a plugin registers (Triton's ``DialectInfo``: name and version)."""
 
@@ -261,7 +261,7 @@ CaptureFailure = Literal["no-libtriton", "foreign-arch", "load-failed", "call-fa
 CaptureIsolation = Literal["sandbox", "unsandboxed"]
 
 
-@dataclass
+@record()
 class PluginInfo:
     """What the plugin's ``tritonGetPluginInfo()`` returned, called at signing time in a
     child process (the ``PluginInfo`` struct of Triton's ``PluginUtils.h``, plugin API
@@ -296,7 +296,7 @@ Phase = Literal["import", "explicit"]
 OnFailure = Literal["fail", "fallback"]
 
 
-@dataclass
+@record()
 class PassPlacement:
     """Where one of the plugin's passes goes: after or before a named pass or stage."""
 
@@ -308,7 +308,7 @@ class PassPlacement:
         return f"{self.name} after {self.after}" if self.after else f"{self.name} before {self.before}"
 
 
-@dataclass
+@record()
 class PluginContract:
     """What the vendor declared in ``[tool.backend-packager]`` for this plugin."""
 
@@ -320,7 +320,7 @@ class PluginContract:
                                      "'fallback': a warning, and the standard pipeline"] = "fallback"
 
 
-@dataclass
+@record()
 class Plugin:
     """A Triton plugin library (passes, dialects, ops) the wheel ships."""
 
@@ -331,7 +331,7 @@ class Plugin:
     contract: Annotated[PluginContract | None, "Declared by the vendor (schema 1.2)"] = None
 
 
-@dataclass
+@record()
 class Requirements:
     """What the wheel needs at load time."""
 
@@ -339,7 +339,7 @@ class Requirements:
     python: str | None = None
 
 
-@dataclass
+@record()
 class Build:
     """How the wheel was produced."""
 
@@ -349,7 +349,7 @@ class Build:
     source_date_epoch: int | None = None
 
 
-@dataclass
+@record()
 class Repair:
     """One disagreement between a legacy wheel's RECORD (or file name) and its contents."""
 
@@ -358,7 +358,7 @@ class Repair:
     detail: str
 
 
-@dataclass
+@record()
 class UpstreamIdentity:
     """Who signed the wheel upstream, as ``mirror`` checked before re-signing it: a PEP 740
     attestation's Fulcio certificate, its OIDC issuer and SAN."""
@@ -368,7 +368,7 @@ class UpstreamIdentity:
     kind: Annotated[Literal["pep740"], "How it was attested: 'pep740', a PEP 740 attestation"] = "pep740"
 
 
-@dataclass
+@record()
 class Provenance:
     """Whether the manifest was written at build time or added to a legacy wheel."""
 
@@ -389,7 +389,7 @@ class Provenance:
     ] = field(default_factory=list)
 
 
-@dataclass
+@record()
 class Manifest:
     """The signed description of one backend wheel."""
 

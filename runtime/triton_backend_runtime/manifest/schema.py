@@ -22,14 +22,14 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar, Union
 
-from ..base import ManifestError
+from ..base import ManifestError, record
 
 __all__ = ["Decoder", "MaxItems", "MaxLength", "T", "decode", "encode", "json_schema"]
 
 T = TypeVar("T")
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class MaxLength:
     """``Annotated[str | None, MaxLength(n), "doc"]``: at most ``n`` characters (JSON Schema
     ``maxLength``, which also counts characters)."""
@@ -37,7 +37,7 @@ class MaxLength:
     chars: int
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class MaxItems:
     """``Annotated[list[T], MaxItems(n, "MAX_X"), "doc"]``: at most ``n`` items (JSON Schema
     ``maxItems``); ``cap`` names the constant, so that a refusal says which cap it met."""

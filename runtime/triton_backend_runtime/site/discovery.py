@@ -28,9 +28,9 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from ..base import BACKENDS_GROUP, MANIFEST_FILENAME, RegularFileError, canonicalize_name, read_regular
+from ..base import BACKENDS_GROUP, MANIFEST_FILENAME, RegularFileError, canonicalize_name, read_regular, record
 
 __all__ = [
     "CORE_INIT", "Candidate", "DEFAULT_PACKAGE", "Discovery", "Distribution", "IN_TREE_ENV", "MAX_INIT_BYTES",
@@ -52,7 +52,7 @@ def core_init(package: str = DEFAULT_PACKAGE) -> str:
     return f"{package}/__init__.py"
 
 
-@dataclass
+@record()
 class Distribution:
     """One installed distribution, as far as backends are concerned."""
 
@@ -72,7 +72,7 @@ class Distribution:
         return f"{self.name} {self.version}"
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@record(eq=False)  # compared by identity
 class Candidate:
     """One backend as Triton would find it: a name and the package it imports."""
 
@@ -83,7 +83,7 @@ class Candidate:
     order: int
 
 
-@dataclass(eq=False)  # compared by identity; no __eq__ to generate on every import
+@record(eq=False)  # compared by identity
 class Discovery:
     """What one pass over ``sys.path`` found."""
 

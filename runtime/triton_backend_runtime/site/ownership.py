@@ -20,9 +20,8 @@ substring test first), and for the Triton core when two RECORDs claim its ``__in
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from ..base import ConflictError, Reason, printable, reason_of
+from ..base import ConflictError, Reason, printable, reason_of, record
 from .directurl import install_source
 from .discovery import (
     Distribution,
@@ -48,7 +47,7 @@ MAX_HASHED_BYTES = 1 << 20
 MAX_SHOWN = 120
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Overlap:
     """Two distributions whose RECORDs list the same files."""
 

@@ -43,10 +43,9 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base import LoadError
+from ..base import LoadError, record
 
 if TYPE_CHECKING:
     from ..loading import PluginEntry
@@ -64,7 +63,7 @@ class PluginRequiredError(LoadError, RuntimeError):
     as Triton's own compilation errors are)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginKey:
     """What of one admitted plugin goes into the compile cache key."""
 
@@ -149,7 +148,7 @@ SALT_ATTR = "__backend_manifests_salt__"
 _RAW_ATTR = "__backend_manifests_unsalted__"
 
 
-@dataclass(eq=False)  # compared by identity; shared by every class salted in this process
+@record(eq=False)  # compared by identity; shared by every class salted in this process
 class Salt:
     """What a salted ``hash()`` appends, and what says which required plugins are missing;
     updated in place when the registry folds the key again (a plugin loaded with libtriton)."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import BinaryIO
+
+from ..base import record
 
 __all__ = [
     "DELETED", "Lookup", "MAPS", "MAX_BYTES", "MAX_LINE", "MAX_LINES", "Mapping", "is_mapped", "lookup", "parse",
@@ -29,7 +30,7 @@ MAX_LINE = 8192
 DELETED = b" (deleted)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Mapping:
     """One line of the table: a region mapped from a file."""
 
@@ -39,7 +40,7 @@ class Mapping:
     path: bytes  # as the kernel wrote it, " (deleted)" included
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Lookup:
     """The first mapping that matched; ``complete`` when the whole table was read, so that
     none found means none is mapped."""

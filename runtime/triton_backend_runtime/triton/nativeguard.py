@@ -32,10 +32,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from ..base import STRICT, VERIFIED, Reason, VerifyError, reason_of
+from ..base import STRICT, VERIFIED, Reason, VerifyError, reason_of, record
 from ..site import same_file
 from . import importwatch
 
@@ -49,7 +49,7 @@ _FROZEN = "<frozen importlib."
 _SYNTHETIC = "<"
 
 
-@dataclass
+@record()
 class Watched:
     """What the hook acts on: the core packages (real directory with a trailing separator ->
     package name), those whose ``__init__`` is running, and how the core is refused."""

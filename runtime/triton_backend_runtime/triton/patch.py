@@ -20,7 +20,7 @@ why. Pure functions over text; what is done about it is :mod:`.integration`'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..base import record
 
 __all__ = ["PATCH_ANCHOR", "PATCH_BLOCK", "PATCHED_MARK", "SHAPES", "Shape", "patch_source", "shape_of",
            "unwrappable"]
@@ -83,7 +83,7 @@ backends = _discover_backends() if _registered is None else _registered
 PATCHED_MARK = "_registry_backends"
 
 
-@dataclass(eq=False, repr=False)  # compared by identity; no __eq__ or __repr__ made at every import
+@record(eq=False, repr=False)  # compared by identity
 class Shape:
     """One shape of Triton's ``backends/__init__.py``: how to recognise it, its patch."""
 

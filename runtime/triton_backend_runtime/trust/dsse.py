@@ -18,9 +18,8 @@ import binascii
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from ..base import ManifestError, SignatureError, jsonlimits
+from ..base import ManifestError, SignatureError, jsonlimits, record
 from .keys import TrustStore
 
 __all__ = [
@@ -37,20 +36,20 @@ MAX_ENVELOPE_BYTES = 12 * 1024 * 1024
 MAX_SIGNATURES = 64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Signature:
     keyid: str
     sig: bytes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Envelope:
     payload: bytes
     payload_type: str
     signatures: tuple[Signature, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verified:
     """Payload bytes whose signatures were checked, and the keys that signed them."""
 

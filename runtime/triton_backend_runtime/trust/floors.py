@@ -6,9 +6,8 @@ of it: skipping it would drop the floor."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from ..base import TrustStoreError, canonicalize_name
+from ..base import TrustStoreError, canonicalize_name, record
 from .editing import set_line
 from .paths import FLOORS_FILE, content_lines
 from .syntax import DIST_NAME
@@ -32,7 +31,7 @@ def _valid_version(text: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Floor:
     """The lowest admitted version of a distribution, and the ``file:line`` that sets it.
 

@@ -32,9 +32,8 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from ..base import TrustStoreError
+from ..base import TrustStoreError, record
 from .paths import IDENTITIES_FILE, content_lines
 
 __all__ = [
@@ -56,7 +55,7 @@ def identity_id(issuer: str, pattern: str) -> str:
     return hashlib.sha256(_ID_TAG + issuer.encode("utf-8") + b"\0" + pattern.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Identity:
     """A trusted identity: the OIDC issuer, the SAN pattern, and where it was read."""
 

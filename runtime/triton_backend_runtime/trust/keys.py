@@ -35,9 +35,9 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from ..base import TrustStoreError
+from ..base import TrustStoreError, record
 from .floors import Floor, parse_floors
 from .identities import Identity, parse_identities
 from .paths import (
@@ -69,7 +69,7 @@ def keyid_of(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PublicKey:
     keyid: str
     raw: bytes
@@ -106,7 +106,7 @@ def parse_key_file(text: str, where: str) -> list[PublicKey]:
     return keys
 
 
-@dataclass
+@record()
 class TrustStore:
     keys: dict[str, PublicKey] = field(default_factory=dict)
     threshold: int = 1

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from ..base import PIN_KINDS, TrustStoreError, canonicalize_name
+from ..base import PIN_KINDS, TrustStoreError, canonicalize_name, record
 from .editing import set_line, write_atomic
 from .paths import PINS_FILE, content_lines, trust_sources
 from .paths import read_trust_file as _read_text
@@ -35,7 +34,7 @@ def pin_text(kind: str, name: str) -> str:
     return name if kind == "backend" else f"{kind}:{name}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pin:
     """The distribution a name is pinned to (normalised; None where pins disagree: then it is
     pinned to none), and the ``file:line`` that say so."""

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
-from ..base import TrustStoreError
+from ..base import TrustStoreError, record
 from .paths import content_lines
 
 __all__ = ["MIN_PREFIX_HEX", "Revocations", "add", "covering", "parse_id", "parse_revoked", "remove", "revoking"]
@@ -61,7 +60,7 @@ def covering(ids: Iterable[str], wanted: str) -> list[str]:
     return [i for i in ids if i.startswith(wanted) or wanted.startswith(i)]
 
 
-@dataclass
+@record()
 class Revocations:
     """Revoked ids with the ``file:line`` revoking each, and where a revocation was unreadable."""
 

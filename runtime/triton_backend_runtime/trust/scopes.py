@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
-from ..base import NAME_KINDS, TrustStoreError, canonicalize_name
+from ..base import NAME_KINDS, TrustStoreError, canonicalize_name, record
 from .editing import set_line
 from .paths import SCOPES_FILE, content_lines
 from .syntax import CLAIM_NAME, DIST_NAME
@@ -65,7 +64,7 @@ def _scope_item(item: str) -> tuple[str, str] | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scope:
     """The normalised distribution names a key may sign, the ``(kind, name)`` grants of what
     its signatures may declare (``name`` ``*``: any of that kind), and the ``file:line`` that

@@ -17,10 +17,9 @@ distribution alone: never an exception of sigstore's, never a traceback.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base import TrustError, canonicalize_name, describe, jsonlimits
+from ..base import TrustError, canonicalize_name, describe, jsonlimits, record
 from .dsse import MAX_ENVELOPE_BYTES
 from .identities import Identity, most_specific
 
@@ -53,7 +52,7 @@ class SigstoreError(TrustError):
     code_prefix = "sigstore"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeylessSigner:
     """Who signed keylessly: the certificate's issuer and SAN, and the trusted identity
     (its id, as scopes and revocations name it, and its pattern) it was counted under."""

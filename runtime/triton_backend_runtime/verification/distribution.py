@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 
 from ..base import (
     REJECTED,
@@ -62,6 +61,7 @@ from ..base import (
     canonicalize_name,
     describe,
     reason_of,
+    record,
     same_version,
 )
 from ..manifest import model as m
@@ -97,7 +97,7 @@ __all__ = ["Context", "HashCache", "Verdict", "installed_path", "verify_distribu
 _PER_LIBRARY = {m.PLUGIN_V2_SYMBOL, *m.PLUGIN_V1_SYMBOLS, "_init", "_fini", "_edata", "_end", "__bss_start"}
 
 
-@dataclass
+@record()
 class Context:
     """What verification compares against: trust, the installed Triton, this interpreter."""
 

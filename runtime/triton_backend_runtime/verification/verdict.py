@@ -10,10 +10,10 @@ annotations``): the cache's decoder reads them with ``typing.get_type_hints``, w
 otherwise compile every string annotation at each warm import (~1 ms).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
-from ..base import Reason, Trust
+from ..base import Reason, Trust, record
 
 if TYPE_CHECKING:  # the manifest's dataclasses are not imported on the warm path
     from ..manifest import Plugin
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-@dataclass
+@record()
 class BackendClaim:
     """A backend the signed manifest vouches for."""
 
@@ -35,7 +35,7 @@ class BackendClaim:
     problem: Reason | None = None
 
 
-@dataclass
+@record()
 class PluginTerms:
     """A plugin's contract as the load side checks it (flattened from the manifest's
     ``Plugin.info`` and ``Plugin.contract``): what the library said, what its vendor declared."""
@@ -55,7 +55,7 @@ class PluginTerms:
     on_failure: str = "fallback"
 
 
-@dataclass
+@record()
 class PluginClaim:
     """A plugin library the signed manifest vouches for, where it is installed."""
 
@@ -89,7 +89,7 @@ def plugin_terms(plugin: "Plugin") -> PluginTerms | None:
     return terms
 
 
-@dataclass
+@record()
 class KeylessIdentity:
     """Who signed keylessly (a verified Sigstore bundle): the certificate's OIDC issuer and SAN,
     and the trusted identity it counted under (its id and pattern)."""
@@ -100,7 +100,7 @@ class KeylessIdentity:
     pattern: str
 
 
-@dataclass
+@record()
 class UpstreamSigner:
     """An upstream identity the manifest records (``provenance.upstream``): who signed the
     wheel before the mirror that re-signed it checked it (schema 1.5)."""
@@ -110,7 +110,7 @@ class UpstreamSigner:
     kind: str
 
 
-@dataclass
+@record()
 class Verdict:
     """The outcome for one distribution with a manifest."""
 
