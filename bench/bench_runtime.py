@@ -20,7 +20,11 @@ alternating between the unmodified and the warm import (the cold runs after them
   (bench/bench_verify.py measures cold verification against a parallel sha256);
 * discovery alone against `importlib.metadata.entry_points().select(group="triton.backends")`,
   per call in one process, and first call including the module imports;
-* `python -X importtime`: the runtime's own modules on the warm path.
+* `python -X importtime`: the runtime's own modules on the warm path;
+* where valgrind is installed, the instructions each import executes (callgrind, one run of
+  each): the same count on every run whatever else the machine does, so the warm ratio by
+  instructions is the figure to compare between changes on a shared machine (it leaves out
+  waiting for the disk, which the page cache makes small here).
 
 With ``--wheel NAME==VERSION`` both venvs are made from that wheel instead: a renamed release
 such as ``tokenspeed-triton==3.9.10.post20261028`` is measured as ``import tokenspeed_triton``
@@ -47,7 +51,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -166,6 +172,18 @@ def wall(config: Config, code: str) -> tuple[float, float]:
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def instructions(config: Config, code: str) -> int | None:
+    """Instructions one child executes, counted by valgrind's callgrind; None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    with tempfile.TemporaryDirectory() as out:
+        done = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}/callgrind.out",
+                               *command(config, code)], env=config[1], capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    return int(found.group(1)) if done.returncode == 0 and found else None
+
+
 def built(work: Path, requirement: str) -> tuple[dict[str, Config], str]:
     """The configurations of the default mode, two venvs from the real wheel ``requirement``;
     the Triton package it holds."""
@@ -223,6 +241,12 @@ def measure(configs: dict[str, Config], package: str, runs: int) -> tuple[float,
     print(f"ratio warm registry / unmodified {imports}: {ratio[0]:.3f} (target <= 1.05)")
     print(f"  the same by CPU time (user + system): {ratio[1]:.3f}")
     print(f"ratio cold (rehash) / warm: {med['cold'] / med['warm']:.2f}")
+    counted = {name: instructions(configs[name], imports) for name in ("unmodified", "warm")}
+    if counted["unmodified"] and counted["warm"]:
+        print(f"  the same by instructions (callgrind, deterministic): {counted['warm'] / counted['unmodified']:.3f} "
+              f"({counted['warm'] / 1e6:.1f} M / {counted['unmodified'] / 1e6:.1f} M)")
+    else:
+        print("  by instructions: not measured (valgrind is not installed)")
 
     disc = {}
     for which in ("ours", "entry_points"):

@@ -59,38 +59,43 @@ def record(*, eq: bool = True, repr: bool = True, frozen: bool = False) -> Calla
 
 
 def _initializer(qualname: str, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
-    taken = tuple(f for f in fields if f.init)
-    names = tuple(f.name for f in taken)
+    taken: tuple[tuple[str, Any, Any], ...] = tuple((f.name, f.default, f.default_factory) for f in fields if f.init)
+    names = tuple(name for name, _, _ in taken)
     known = frozenset(names)
-    unset = tuple(f for f in fields if not f.init)
+    unset: tuple[tuple[str, Any, Any], ...] = tuple((f.name, f.default, f.default_factory) for f in fields
+                                                    if not f.init)
+    missing = dataclasses.MISSING
 
+    # Each value goes straight into the instance's __dict__, in field order (schema.encode
+    # writes the keys in it): no call per field, and frozen classes are filled as
+    # object.__setattr__ would fill them.
     def __init__(self: object, *args: object, **kwargs: object) -> None:
-        if len(args) > len(taken):
-            raise TypeError(f"{qualname}() takes {len(taken)} positional arguments but {len(args)} were given")
-        assign = object.__setattr__  # frozen classes refuse setattr after __init__, not during it
-        for name, value in zip(names, args, strict=False):  # fewer args than names: the rest follow
-            assign(self, name, value)
-        used = 0
-        for f in taken[len(args):]:
-            if f.name in kwargs:
-                assign(self, f.name, kwargs[f.name])
-                used += 1
-            else:
-                assign(self, f.name, _default(qualname, f))
-        if used != len(kwargs):  # a name not known, or one given by position too
-            _refuse_arguments(qualname, names[:len(args)], known, kwargs)
-        for f in unset:
-            assign(self, f.name, _default(qualname, f))
+        values = self.__dict__
+        if not args and len(kwargs) == len(names) and known.issuperset(kwargs):
+            for name in names:  # every field by name: the decoders' call
+                values[name] = kwargs[name]
+        else:
+            if len(args) > len(names):
+                raise TypeError(f"{qualname}() takes {len(names)} positional arguments but {len(args)} were given")
+            for name, value in zip(names, args, strict=False):  # fewer args than names: the rest follow
+                values[name] = value
+            used = 0
+            for name, default, factory in taken[len(args):]:
+                if name in kwargs:
+                    values[name] = kwargs[name]
+                    used += 1
+                elif default is not missing:
+                    values[name] = default
+                elif factory is not missing:
+                    values[name] = factory()
+                else:
+                    raise TypeError(f"{qualname}() missing required argument: {name!r}")
+            if used != len(kwargs):  # a name not known, or one given by position too
+                _refuse_arguments(qualname, names[:len(args)], known, kwargs)
+        for name, default, factory in unset:
+            values[name] = default if default is not missing else factory()
 
     return __init__
-
-
-def _default(qualname: str, f: dataclasses.Field[Any]) -> object:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    raise TypeError(f"{qualname}() missing required argument: {f.name!r}")
 
 
 def _refuse_arguments(qualname: str, positional: tuple[str, ...], known: frozenset[str],
