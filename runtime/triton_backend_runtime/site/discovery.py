@@ -256,8 +256,9 @@ def _claiming(root: str, infos: list[str], init: str) -> list[tuple[str, str]]:
     return out
 
 
-#: A RECORD row of a Triton's ``<package>/backends/__init__.py`` (the package: group 1).
-_BACKENDS_INIT_ROW = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})/backends/__init__\.py,", re.MULTILINE)
+#: A RECORD row of a Triton's ``<package>/backends/__init__.py`` (the package: group 1). Compiled
+#: on first use, as ``is_shared_library``'s pattern: a warm import does not look for renamed cores.
+_BACKENDS_INIT_ROW = r"(?m)^([A-Za-z_][A-Za-z0-9_]{0,99})/backends/__init__\.py,"
 
 
 def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
@@ -267,7 +268,7 @@ def renamed_cores(dists: list[Distribution]) -> list[tuple[Distribution, str]]:
     found = []
     for dist in dists:
         text = read_small_text(os.path.join(dist.dist_info, "RECORD")) or ""
-        packages = {m.group(1) for m in _BACKENDS_INIT_ROW.finditer(text)} - {DEFAULT_PACKAGE}
+        packages = {m.group(1) for m in re.finditer(_BACKENDS_INIT_ROW, text)} - {DEFAULT_PACKAGE}
         found += [(dist, p) for p in sorted(packages) if record_row(text, core_init(p)) is not None]
     return found
 
