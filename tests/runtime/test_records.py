@@ -9,6 +9,8 @@ from dataclasses import field
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from triton_backend_runtime.base import record
 
 
@@ -112,3 +114,63 @@ def test_declaring_compiles_nothing() -> None:
         counting[0] = False
     assert records == 0, seen
     assert len(seen) > 0, "the reference (@dataclass) compiled nothing: the check would prove nothing"
+
+
+# -- a record and a dataclass of the same fields agree on every call ------------------------
+
+FIELD_NAMES = ["a", "b", "c", "d"]
+
+
+@st.composite
+def declarations(draw: st.DrawFn) -> tuple[list[tuple[str, str]], dict[str, bool]]:
+    """Fields in order, each required, defaulted or with a factory (required ones first, as
+    dataclasses demand), and the options."""
+    count = draw(st.integers(0, 4))
+    kinds = sorted(draw(st.lists(st.sampled_from(["required", "default", "factory"]), min_size=count,
+                                 max_size=count)), key=lambda kind: kind != "required")
+    options = draw(st.fixed_dictionaries({"eq": st.booleans(), "frozen": st.booleans()}))
+    return list(zip(FIELD_NAMES, kinds, strict=False)), options
+
+
+def build(decorate: Any, fields: list[tuple[str, str]]) -> type[Any]:
+    namespace: dict[str, Any] = {"__annotations__": {name: "object" for name, _ in fields}, "__doc__": "x"}
+    for name, kind in fields:
+        if kind == "default":
+            namespace[name] = 0
+        elif kind == "factory":
+            namespace[name] = field(default_factory=list)
+    made: type[Any] = decorate(type("R", (), namespace))
+    return made
+
+
+def outcome(call: Any) -> tuple[str, Any]:
+    try:
+        made = call()
+    except TypeError:
+        return "TypeError", None
+    return "made", made
+
+
+@given(declarations(), st.lists(st.integers(), max_size=5),
+       st.dictionaries(st.sampled_from([*FIELD_NAMES, "e"]), st.integers(), max_size=5))
+def test_a_record_behaves_as_the_same_dataclass(declared: tuple[list[tuple[str, str]], dict[str, bool]],
+                                                args: list[int], kwargs: dict[str, int]) -> None:
+    fields, options = declared
+    ours = build(record(eq=options["eq"], frozen=options["frozen"]), fields)
+    theirs = build(dataclasses.dataclass(eq=options["eq"], frozen=options["frozen"]), fields)
+    got, expected = outcome(lambda: ours(*args, **kwargs)), outcome(lambda: theirs(*args, **kwargs))
+    assert got[0] == expected[0], (fields, args, kwargs)
+    if got[1] is None:
+        return
+    assert dataclasses.asdict(got[1]) == dataclasses.asdict(expected[1])
+    assert list(vars(got[1])) == list(vars(expected[1]))  # the field order schema.encode writes in
+    assert repr(got[1]).split("(", 1)[1] == repr(expected[1]).split("(", 1)[1]
+    again = ours(*args, **kwargs)
+    assert (got[1] == again) == (expected[1] == theirs(*args, **kwargs))
+    assert (ours.__hash__ is None) == (theirs.__hash__ is None)
+    if ours.__hash__ is not None and options["eq"]:  # frozen: hashed by its fields, a list among them or not
+        mine, reference = outcome(lambda: hash(got[1]) == hash(again)), outcome(lambda: hash(expected[1]))
+        assert mine[0] == reference[0] and mine[1] in (True, None)
+    if options["frozen"]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got[1].a = 1
