@@ -24,7 +24,10 @@ alternating between the unmodified and the warm import (the cold runs after them
 * where valgrind is installed, the instructions each import executes (callgrind, one run of
   each): the same count on every run whatever else the machine does, so the warm ratio by
   instructions is the figure to compare between changes on a shared machine (it leaves out
-  waiting for the disk, which the page cache makes small here).
+  waiting for the disk, which the page cache makes small here); and, by the same count, two
+  floors of what any hook with today's guarantees pays, each added to the unmodified import: an
+  audit hook that returns at once (the native-code guard's hook is one), and a ``stat`` of every
+  file the warm verdicts depend on.
 
 With ``--wheel NAME==VERSION`` both venvs are made from that wheel instead: a renamed release
 such as ``tokenspeed-triton==3.9.10.post20261028`` is measured as ``import tokenspeed_triton``
@@ -184,6 +187,29 @@ def instructions(config: Config, code: str) -> int | None:
     return int(found.group(1)) if done.returncode == 0 and found else None
 
 
+FILES = (
+    "import json, sys\nfrom triton_backend_runtime.loading import registry\nimport {package}\n"
+    "json.dump([f for v in registry.get().verdicts.values() for f in v.files], open(sys.argv[1], 'w'))\n"
+)
+AUDIT_FLOOR = "import sys\nsys.addaudithook(lambda event, args: None)\n"
+STAT_FLOOR = "import json, os, sys\nfor path in json.load(open({files!r})):\n    os.path.exists(path)\n"
+
+
+def floors(configs: dict[str, Config], imports: str, unmodified: int) -> None:
+    """The two floors of the module docstring, by instructions, against the unmodified import."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = os.path.join(tmp, "files.json")
+        package = imports.split()[-1]
+        subprocess.run(command(configs["warm"], FILES.format(package=package), files), env=configs["warm"][1],
+                       check=True, capture_output=True)
+        count = len(json.load(open(files)))
+        for what, code in (("an audit hook that returns at once", AUDIT_FLOOR),
+                           (f"a stat of each of the {count} files", STAT_FLOOR.format(files=files))):
+            spent = instructions(configs["unmodified"], code + imports)
+            if spent:
+                print(f"  floor, the unmodified import plus {what}: {spent / unmodified:.3f} by instructions")
+
+
 def built(work: Path, requirement: str) -> tuple[dict[str, Config], str]:
     """The configurations of the default mode, two venvs from the real wheel ``requirement``;
     the Triton package it holds."""
@@ -245,6 +271,7 @@ def measure(configs: dict[str, Config], package: str, runs: int) -> tuple[float,
     if counted["unmodified"] and counted["warm"]:
         print(f"  the same by instructions (callgrind, deterministic): {counted['warm'] / counted['unmodified']:.3f} "
               f"({counted['warm'] / 1e6:.1f} M / {counted['unmodified'] / 1e6:.1f} M)")
+        floors(configs, imports, counted["unmodified"])
     else:
         print("  by instructions: not measured (valgrind is not installed)")
 
