@@ -8,6 +8,8 @@ import pytest
 from helpers.cli import run_cli
 from helpers.csrc import ElfFixtures
 from helpers.manifests import sample
+from hypothesis import given
+from hypothesis import strategies as st
 from triton_backend_runtime.base.errors import ManifestError
 from triton_backend_runtime.manifest import model as m
 
@@ -90,3 +92,27 @@ def test_schema_command_matches_definition(elf_files: ElfFixtures) -> None:
     # The generated schema accepts a real manifest (checked with an independent validator).
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(json.loads(m.to_json(sample(elf_files))), schema)
+
+
+@given(st.fixed_dictionaries({"name": st.text(max_size=5) | st.integers(), "weak": st.booleans() | st.none(),
+                              "version": st.none() | st.text(max_size=3) | st.booleans(),
+                              "library": st.none() | st.text(max_size=3)},
+                             optional={"extra": st.integers()}),
+       st.sets(st.sampled_from(["name", "weak", "version", "library"]), max_size=2))
+def test_plain_objects_decode_the_same_on_either_path(value: dict[str, object], dropped: set[str]) -> None:
+    """An object of scalar fields given with exactly its fields, each of its type, takes the
+    decoder's short path (``cls(**value)``); any other shape the field-by-field one. Both give
+    the same object, or the same error, as the field-by-field path alone does."""
+    from triton_backend_runtime.manifest import schema
+
+    value = {k: v for k, v in value.items() if k not in dropped}
+    padded = {**value, "extra": 0}  # an unknown field: never the short path
+    outcomes = []
+    for given_value in (value, padded):
+        try:
+            outcomes.append(schema.decode(m.Import, given_value))
+        except ManifestError as exc:
+            outcomes.append((exc.code, exc.path, exc.detail))
+    assert outcomes[0] == outcomes[1]
+    if isinstance(outcomes[0], m.Import):
+        assert list(vars(outcomes[0])) == ["name", "weak", "version", "library"]
