@@ -113,6 +113,9 @@ class Options:
     source_fd: int | None = None
     #: Warn when the wheel holds nothing Triton; ``mirror`` copies such a wheel through instead.
     warn_plain: bool = True
+    #: Warn when nobody signs the output (no key, no keyless); ``mirror`` fails such a wheel
+    #: for its missing bundle instead, and never serves the output.
+    warn_unsigned: bool = True
     #: Sign keylessly too (or instead): a Sigstore bundle beside the manifest (``.keyless``).
     keyless: Keyless | None = None
     #: The upstream identities ``mirror`` verified the input's PEP 740 attestations against,
@@ -181,7 +184,7 @@ def migrate_wheel(
         outcome.sigstore = options.keyless is not None
         if key is None and options.keyless is None and outcome.status == "re-signed":
             outcome.status = "re-hashed"  # its signature dropped on request: nobody re-signed it
-        if key is None and options.keyless is None:
+        if key is None and options.keyless is None and options.warn_unsigned:
             outcome.warnings.append(f"{src}: no signing key given: the manifest is hash-only (unsigned)")
     except TrustError as exc:
         outcome.error = exc

@@ -310,7 +310,8 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
     keyless, unsigned = _keyless(source, ctx)
     outcome = migrate_wheel(source.path, ctx.staging, ctx.key, jobs=jobs, progress=ctx.hooks.progress,
                             options=Options(source_fd=fd, capture=ctx.capture, warn_plain=False,
-                                            keyless=keyless, upstream=tuple(upstream)))
+                                            warn_unsigned=unsigned is None, keyless=keyless,
+                                            upstream=tuple(upstream)))
     triton = bool(outcome.backends or outcome.plugins)
     error = outcome.error or (unsigned if triton else None)
     if not triton and isinstance(error, KeylessError):
@@ -318,8 +319,6 @@ def _migrate(source: Source, fd: int, ctx: Context, jobs: int, fingerprint: list
     if unsigned is not None and error is not None and error.code == "input.signed":
         error = unsigned  # refused before planning for want of a signer: the missing bundle is why
     kind = FAILED if error is not None else MIGRATED if triton else COPIED
-    if unsigned is not None:  # failed or copied through: the output signed by no one is never served
-        outcome.warnings = [w for w in outcome.warnings if "no signing key given" not in w]
     output_hash = None
     if kind == MIGRATED:
         out_fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
