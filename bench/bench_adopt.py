@@ -12,9 +12,10 @@ encoding and signing the statement) come on top.
 ``adopt --wheel-out`` of the same installed distribution, measured in the same run, against
 in-place ``adopt`` at the same ``--jobs`` (target: ratio <= 1.3): it checks the files as
 adopt does, then streams them once into the wheel, deflating them on ``--jobs`` threads. Its
-floor is printed too: the writer's deflate (zlib level 1, 1 MiB chunks primed with the 32 KiB
-before each) of the same bytes on ``--jobs`` threads, no reading, hashing or writing (on few
-cores, deflating is most of what it costs).
+floor is printed too: the writer's deflate (1 MiB chunks primed with the 32 KiB before each)
+of the same bytes on ``--jobs`` threads, no reading, hashing or writing (on few cores,
+deflating is most of what it costs), for each engine installed (ISA-L, the ``fast`` extra,
+which adopt uses where installed; zlib level 1), with the compressed size each gives.
 
 Each in-place adopt run works on a fresh hard-linked copy of the site-packages (adopt replaces the
 files it writes by renaming, so the copy shares every other file's pages), in a child
@@ -43,6 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _wheels import best, fetch_wheel  # noqa: E402
+
+from backend_packager.wheel import deflate  # noqa: E402
+from backend_packager.wheel.deflate import Engine  # noqa: E402
 
 RUNS = 3
 
@@ -107,12 +111,11 @@ def fastest(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return min(w for w, _ in runs), min(c for _, c in runs)
 
 
-def deflate_recorded(site: Path, jobs: int) -> tuple[float, float]:
+def deflate_recorded(site: Path, jobs: int, using: Engine) -> tuple[float, float, int]:
     """The floor of ``--wheel-out``'s extra work: seconds to deflate the files RECORD hashes,
     already in memory, one file at a time, as the writer does (its chunks, each primed with
-    the 32 KiB before it, on ``jobs`` threads), with no reading, hashing or writing; wall and
-    CPU seconds."""
-    from backend_packager.wheel import deflate
+    the 32 KiB before it, on ``jobs`` threads, with ``using``), with no reading, hashing or
+    writing; wall and CPU seconds, and the bytes it gives."""
 
     (record,) = site.glob("triton-*.dist-info/RECORD")
     with record.open(newline="") as stream:
@@ -120,17 +123,19 @@ def deflate_recorded(site: Path, jobs: int) -> tuple[float, float]:
 
     def one(data: bytes, at: int) -> int:
         history = data[max(0, at - deflate.WINDOW):at]
-        return len(deflate.deflate_chunk(data[at:at + deflate.CHUNK], history, at + deflate.CHUNK >= len(data)))
+        return len(deflate.deflate_chunk(data[at:at + deflate.CHUNK], history, at + deflate.CHUNK >= len(data),
+                                         using))
 
     elapsed = cpu = 0.0
+    size = 0
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for path in paths:
             data = path.read_bytes()
             start, start_cpu = time.perf_counter(), time.process_time()
-            sum(pool.map(one, itertools.repeat(data), range(0, max(len(data), 1), deflate.CHUNK)))
+            size += sum(pool.map(one, itertools.repeat(data), range(0, max(len(data), 1), deflate.CHUNK)))
             elapsed += time.perf_counter() - start
             cpu += time.process_time() - start_cpu
-    return elapsed, cpu
+    return elapsed, cpu, size
 
 
 def copy_installed(installed: Path, root: Path) -> Path:
@@ -161,7 +166,9 @@ def main() -> None:
         t_jn, c_jn = fastest([adopt(site, key, args.jobs, root) for _ in range(RUNS)])
         t_w1, _ = fastest([adopt_wheel_out(site, key, 1, root) for _ in range(RUNS)])
         t_wn, c_wn = fastest([adopt_wheel_out(site, key, args.jobs, root) for _ in range(RUNS)])
-        t_deflate, c_deflate = deflate_recorded(site, args.jobs)
+        floors = {e.name: deflate_recorded(site, args.jobs, e) for e in deflate.engines()}
+    used = deflate.engine().name
+    t_deflate, c_deflate, _ = floors[used]
     print(f"installed: {dist_info.name} ({size / 1e6:.0f} MB in the files RECORD hashes)")
     print(f"sha256 of the installed files (reference) {t_ref:7.2f} s")
     print(f"adopt --jobs 1   {t_j1:7.2f} s   ratio {t_j1 / t_ref:.2f}")
@@ -169,7 +176,10 @@ def main() -> None:
     print(f"adopt --wheel-out --jobs 1   {t_w1:7.2f} s   ratio to adopt --jobs 1: {t_w1 / t_j1:.2f}")
     print(f"adopt --wheel-out --jobs {args.jobs}   {t_wn:7.2f} s   ratio to adopt --jobs {args.jobs}: "
           f"{t_wn / t_jn:.2f} (target <= 1.3)")
-    print(f"  of which at least: deflating the files on {args.jobs} threads {t_deflate:7.2f} s "
+    for name, (t_floor, c_floor, packed) in floors.items():
+        print(f"  deflating the files alone with {name}{' (what adopt uses)' if name == used else ''}: "
+              f"{t_floor:7.2f} s on {args.jobs} threads, {c_floor:.2f} CPU-s, {packed / size:.3f} of their size")
+    print(f"  of which at least: deflating the files ({used}) {t_deflate:7.2f} s "
           f"(adopt + deflate: ratio {(t_jn + t_deflate) / t_jn:.2f})")
     print(f"adopt --wheel-out --jobs {args.jobs} against that floor (adopt + deflate): "
           f"{t_wn / (t_jn + t_deflate):.2f}")

@@ -49,10 +49,11 @@ class Adoption(Outcome):
     mismatches: list[TrustError] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     skipped: int = 0  # rows for files the installer generated (bytecode, script wrappers)
+    deflate: str | None = None  # the engine a written wheel was deflated with (the bytes depend on it)
 
     def as_dict(self) -> dict[str, object]:
         return {**super().as_dict(), "mismatches": [e.as_dict() for e in self.mismatches],
-                "written": self.written, "skipped": self.skipped}
+                "written": self.written, "skipped": self.skipped, "deflate": self.deflate}
 
 
 def find_site(sites: list[Path], name: str) -> Path:

@@ -72,6 +72,7 @@ def adopt_into_wheel(installed: Installed, checked: list[Checked], out_dir: Path
         if progress is not None:
             progress.on_wheel(source)
     outcome.output, outcome.signed_by, outcome.sigstore = dst, key.public.keyid if key else None, keyless is not None
+    outcome.deflate = writer.engine.name
 
 
 def _plan(installed: Installed, checked: list[Checked], contents: WheelContents, outcome: Adoption,

@@ -29,7 +29,7 @@ from triton_backend_runtime.site import identity
 
 from ..base import InstalledError, WheelError, checkpoint, worker_pool
 from ..formats import zipformat
-from .deflate import CHUNK, WINDOW, ChunkDeflater
+from .deflate import CHUNK, WINDOW, ChunkDeflater, Engine, engine
 from .reader import MAX_MEMBER_SIZE
 from .writer import Progress, Written, check_new, write_new, write_record_and_directory
 
@@ -67,8 +67,9 @@ class FileWheelWriter:
     what the plan adds to ``.dist-info``); refused when made, written by :meth:`write`."""
 
     def __init__(self, dist_info: str, files: Sequence[SourceFile], added: dict[str, bytes], *,
-                 jobs: int, epoch: int | None, progress: Progress | None) -> None:
+                 jobs: int, epoch: int | None, progress: Progress | None, using: Engine | None = None) -> None:
         self.dist_info = dist_info
+        self.engine = using or engine()
         dist = dist_info + "/"
         names = [f.name for f in files]
         if len(set(names)) != len(names) or f"{dist}RECORD" in names:
@@ -103,7 +104,7 @@ class FileWheelWriter:
         yet written."""
         self._out_fd = out_fd
         with worker_pool(self._jobs) as pool:
-            deflater: ChunkDeflater[_Streaming] = ChunkDeflater(pool, 2 * self._jobs)
+            deflater: ChunkDeflater[_Streaming] = ChunkDeflater(pool, 2 * self._jobs, self.engine)
             for item in self._order:
                 if isinstance(item, SourceFile):
                     self._stream(_Streaming(item), deflater)

@@ -39,6 +39,7 @@ from triton_backend_runtime.verification.distribution import verify_distribution
 from backend_packager.commands import plugincapture
 from backend_packager.commands.adopt import adopt
 from backend_packager.manifest import signing
+from backend_packager.wheel import deflate
 
 #: The fork backend's wheel, its pip install (pristine), a copy per test (site), a trust env.
 fork_wheel, pristine, site, trust = adopted.fork_wheel, adopted.pristine, adopted.site, adopted.trust
@@ -192,6 +193,7 @@ def test_wheel_out_writes_a_signed_wheel_and_leaves_the_install(site: Path, trus
     assert code == 0, doc
     wheel = Path(doc["distributions"][0]["output"])
     assert wheel.parent == tmp_path / "out" and wheel.name.startswith("triton_fork-1.0-")
+    assert doc["distributions"][0]["deflate"] == deflate.engine().name  # the bytes depend on it
     assert snapshot(site) == before
     assert_strict_zip(wheel)
     manifest = assert_vouches_for_every_file(wheel)

@@ -1,9 +1,11 @@
 """One member deflated in chunks on several threads (``wheel.deflate``), and the wheel
 ``adopt --wheel-out`` writes from files on disk with it (``wheel.filewriter``).
 
-The large file is generated here: 3.6 MiB, four chunks and part of a fifth, of random bytes,
-runs of text and 20 KiB blocks repeated at distances that cross every chunk edge, so that
-the chunks' priming matters. The wheels are read back with the standard library's zipfile.
+Each runs with every engine (ISA-L, the ``fast`` extra, which the test extra installs; zlib);
+an engine that is not installed is skipped. The large file is generated here: 3.6 MiB, four
+chunks and part of a fifth, of random bytes, runs of text and 20 KiB blocks repeated at
+distances that cross every chunk edge, so that the chunks' priming matters. The wheels are
+read back with the standard library's zipfile.
 """
 
 from __future__ import annotations
@@ -20,10 +22,25 @@ from triton_backend_runtime.site import identity
 
 from backend_packager.base import InstalledError, WheelError
 from backend_packager.formats import records
-from backend_packager.wheel.deflate import CHUNK, WINDOW, deflate_chunk
+from backend_packager.wheel.deflate import CHUNK, WINDOW, Engine, deflate_chunk, engines
 from backend_packager.wheel.filewriter import FileWheelWriter, SourceFile
 
 DIST_INFO = "big-1.0.dist-info"
+
+
+def _engine(name: str) -> Engine:
+    found = [e for e in engines() if e.name == name]
+    if not found:
+        pytest.skip(f"deflate engine {name} not installed")
+    return found[0]
+
+
+ENGINES = pytest.mark.parametrize("using", ["isal", "zlib"], indirect=True)
+
+
+@pytest.fixture
+def using(request: pytest.FixtureRequest) -> Engine:
+    return _engine(request.param)
 
 
 def _generated(size: int) -> bytes:
@@ -37,29 +54,44 @@ def _generated(size: int) -> bytes:
     return b"".join(parts)[:size]
 
 
-def _deflated(data: bytes) -> bytes:
+def _deflated(data: bytes, using: Engine) -> bytes:
     edges = range(0, max(len(data), 1), CHUNK)
-    return b"".join(deflate_chunk(data[at:at + CHUNK], data[max(0, at - WINDOW):at], at + CHUNK >= len(data))
+    return b"".join(deflate_chunk(data[at:at + CHUNK], data[max(0, at - WINDOW):at], at + CHUNK >= len(data), using)
                     for at in edges)
 
 
+@ENGINES
 @pytest.mark.parametrize("size", [0, 1, CHUNK, 3 * CHUNK + 12345])
-def test_chunks_joined_are_one_deflate_stream(size: int) -> None:
+def test_chunks_joined_are_one_deflate_stream(size: int, using: Engine) -> None:
     data = _generated(size)
     inflater = zlib.decompressobj(-15)
-    assert inflater.decompress(_deflated(data)) == data
+    assert inflater.decompress(_deflated(data, using)) == data
     assert inflater.eof and inflater.unused_data == b""  # the last chunk, and only it, is final
 
 
-def test_priming_with_the_window_before_makes_the_stream_smaller() -> None:
+@ENGINES
+def test_priming_with_the_window_before_makes_the_stream_smaller(using: Engine) -> None:
     """A chunk reaches back into the bytes before it: random bytes repeated right across a
     chunk edge are matched only by a primed compressor."""
     rng = random.Random(1951)
     repeated = rng.randbytes(16 << 10)
     data = rng.randbytes(CHUNK - len(repeated)) + repeated + repeated + rng.randbytes(1000)
-    unprimed = b"".join(deflate_chunk(data[at:at + CHUNK], b"", at + CHUNK >= len(data))
+    unprimed = b"".join(deflate_chunk(data[at:at + CHUNK], b"", at + CHUNK >= len(data), using)
                         for at in range(0, len(data), CHUNK))
-    assert len(_deflated(data)) < len(unprimed) - len(repeated) // 2
+    assert len(_deflated(data, using)) < len(unprimed) - len(repeated) // 2
+
+
+def test_the_preferred_engine_is_isal_where_installed() -> None:
+    """``adopt -o`` deflates with ISA-L where the ``fast`` extra is installed: the first of
+    :func:`engines`, and zlib is always among them."""
+    names = [e.name for e in engines()]
+    assert names[-1] == "zlib"
+    try:
+        import isal  # noqa: F401
+    except ImportError:
+        assert names == ["zlib"]
+    else:
+        assert names == ["isal", "zlib"]
 
 
 def _source(path: Path, name: str) -> SourceFile:
@@ -89,18 +121,20 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
-def _write(tree: dict[str, Path], out: Path, jobs: int) -> Path:
+def _write(tree: dict[str, Path], out: Path, jobs: int, using: Engine) -> Path:
     sources = [_source(path, name) for name, path in tree.items()]
     added = {f"{DIST_INFO}/entry_points.txt": b"[console_scripts]\nbig = big:main\n"}
-    writer = FileWheelWriter(DIST_INFO, sources, added, jobs=jobs, epoch=1700000000, progress=None)
+    writer = FileWheelWriter(DIST_INFO, sources, added, jobs=jobs, epoch=1700000000, progress=None, using=using)
     with out.open("wb") as stream:
         writer.write(stream.fileno())
     return out
 
 
-def test_every_member_reads_back_and_the_bytes_do_not_depend_on_jobs(tree: dict[str, Path], tmp_path: Path) -> None:
-    one = _write(tree, tmp_path / "jobs1.whl", 1)
-    eight = _write(tree, tmp_path / "jobs8.whl", 8)
+@ENGINES
+def test_every_member_reads_back_and_the_bytes_do_not_depend_on_jobs(tree: dict[str, Path], tmp_path: Path,
+                                                                      using: Engine) -> None:
+    one = _write(tree, tmp_path / "jobs1.whl", 1, using)
+    eight = _write(tree, tmp_path / "jobs8.whl", 8, using)
     assert one.read_bytes() == eight.read_bytes()
     with zipfile.ZipFile(one) as archive:
         assert archive.testzip() is None  # every member's CRC-32 over its inflated bytes
