@@ -21,7 +21,6 @@ the end, so each member's local header is written into the space left for it onc
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -132,7 +131,7 @@ class FileWheelWriter:
             while True:
                 checkpoint()
                 chunk = _read_chunk(fd, min(CHUNK, left), source)
-                member.crc = zlib.crc32(chunk, member.crc)
+                member.crc = self.engine.crc32(chunk, member.crc)
                 left -= len(chunk)
                 if not left:
                     _same_as_checked(fd, source)  # nothing was written while it was read
