@@ -31,19 +31,18 @@ from ..base import RegularFileError, VerifyError, open_regular, read_views
 from .fileidentity import identity
 
 __all__ = [
-    "CHUNK", "LARGE_FILE", "LARGE_PIECE",
-    "Confinement", "HashCache", "MAX_PATH_CHARS", "MAX_PATH_PARTS", "MAX_WALK_ENTRIES", "check_package_name",
+    "CHUNK", "Confinement", "HashCache", "MAX_PATH_CHARS", "MAX_PATH_PARTS", "MAX_WALK_ENTRIES", "check_package_name",
     "hash_file", "hash_workers", "installed_path", "open_installed", "read_bounded", "regular_stat", "sha256_fd",
     "walk_files", "wheel_path_parts",
 ]
 
+#: Every file is hashed in pieces of this size, read into one reused buffer (``read_views``).
+#: Larger pieces mean fewer waits for the GIL while verification runs Python beside the
+#: hashing, but on a 2-core EPYC (512 KiB of L2 a core) two threads hashing 8 MiB pieces took
+#: 0.52 s for triton 3.9.0 against 0.41 s in 1 MiB ones, and cold verification's ratio to
+#: parallel sha256 went from 1.75-1.80 to 1.53-1.61 (A/B, three rounds). With the short switch
+#: interval verification sets, a wait is at most 0.1 ms a piece.
 CHUNK = 1 << 20
-#: A file this large is hashed in pieces of LARGE_PIECE (into one buffer, ``read_views``): each
-#: piece is one wait for the GIL while verification runs Python beside the hashing, and the
-#: largest file bounds a cold verification. A few files are this large, so a few such buffers
-#: are held at once, whatever the thread count.
-LARGE_FILE = 64 << 20
-LARGE_PIECE = 8 << 20
 #: Longest wheel path accepted, and deepest (deeper is no real package, only a walk to bound).
 MAX_PATH_CHARS = 1024
 MAX_PATH_PARTS = 32
@@ -140,7 +139,7 @@ def read_bounded(path: str, limit: int) -> bytes:
 def sha256_fd(fd: int, size: int) -> str:
     """sha256 of the first ``size`` bytes of ``fd``: never more than the manifest declared."""
     digest = hashlib.sha256()
-    for view in read_views(fd, size, LARGE_PIECE if size >= LARGE_FILE else CHUNK):
+    for view in read_views(fd, size, CHUNK):
         digest.update(view)
     return digest.hexdigest()
 
