@@ -7,10 +7,11 @@
 # and the hook removed on exit.
 # WHEELS holds this project's two wheels (pure Python), and in WHEELS/deps the wheels of
 # cryptography (with cffi, pycparser), packaging and cyclonedx-python-lib (the SBOMs, with its
-# pure-Python dependencies), used only where they are not installed:
+# pure-Python dependencies), used only where they are not installed, and isal (the `fast` extra:
+# ISA-L's deflate for adopt -o) where its wheel is there:
 #   python -m pip wheel --no-deps -w build/gpu . ./runtime
 #   python -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
-#       -d build/gpu/deps cryptography packaging cyclonedx-python-lib
+#       -d build/gpu/deps cryptography packaging cyclonedx-python-lib isal
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 WHEELS=${WHEELS:-build/gpu}
@@ -31,6 +32,7 @@ export PYTHONPATH=$WORK/tools
 python3 -c "import cryptography" 2>/dev/null || install "$WHEELS"/deps/{cryptography,cffi,pycparser}-*.whl
 python3 -c "import packaging" 2>/dev/null || install "$WHEELS"/deps/packaging-*.whl
 python3 -c "import cyclonedx" 2>/dev/null || install "$WHEELS"/deps/{cyclonedx_python_lib,license_expression,boolean_py,packageurl_python,py_serializable,defusedxml,sortedcontainers,typing_extensions}-*.whl
+python3 -c "import isal" 2>/dev/null || ! compgen -G "$WHEELS/deps/isal-*.whl" >/dev/null || install "$WHEELS"/deps/isal-*.whl
 run() { echo; echo "\$ $*"; "$@"; echo "(exit $?)"; }
 flip() { python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); f.write(bytes([b[0]^1]))" "$1"; }
 
