@@ -9,13 +9,14 @@ Joined in order, the pieces are one valid stream. The chunk edges depend on :dat
 only, never on the thread count, so the bytes are the same for any ``jobs``. Both engines
 release the GIL while they deflate, so threads use every core.
 
-The engine is ISA-L's (the ``isal`` package, the ``fast`` extra) where it is installed, zlib
-otherwise. At their fastest levels they compress libtriton.so alike (within 4 %), and ISA-L
-does it about four times as fast; deflate is all that ``adopt -o`` adds to ``adopt``. The
-bytes differ between engines, so a byte-identical rebuild needs the same one: :func:`engine`
-names it, and ``adopt -o --json`` reports it. The writer that migrates a wheel inflates each
-member with the same engine (ISA-L about twice zlib's speed); it copies the compressed bytes
-as they are, so the output does not depend on the engine there.
+The engine is ISA-L's deflate (the ``isal`` package, the ``fast`` extra) where it is
+installed, zlib otherwise. At their fastest levels they compress libtriton.so alike (within
+4 %), and ISA-L does it about four times as fast; deflate is all that ``adopt -o`` adds to
+``adopt``. The bytes differ between engines, so a byte-identical rebuild needs the same one:
+:func:`engine` names it, and ``adopt -o --json`` reports it. Inflating stays zlib's everywhere (the
+writer that migrates a wheel, the readers): ISA-L's inflater accepts streams that zlib, and
+so pip, refuses (a Huffman table zlib calls "invalid literal/lengths set" inflates to nothing
+there), and a member must be judged as the installer will read it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 __all__ = ["CHUNK", "LEVEL", "WINDOW", "ChunkDeflater", "Engine", "deflate_chunk", "engine", "engines"]
 
@@ -40,20 +41,17 @@ WINDOW = 32 << 10
 
 @dataclass(frozen=True)
 class Engine:
-    """A deflate codec with zlib's interface: its name, ``compressobj`` and the level used,
-    ``decompressobj`` and the exception it raises on a corrupt stream, and its CRC-32 (the
-    same function; ISA-L's about three times as fast as zlib's)."""
+    """A raw deflate compressor: its name, ``compressobj`` (zlib's signature), the level used,
+    and its CRC-32 (the same function, ISA-L's about three times as fast as zlib's)."""
 
     name: str
     compressobj: Callable[..., Any]
     level: int
     crc32: Callable[[bytes, int], int]
-    decompressobj: Callable[..., Any]
-    error: type[Exception]
 
 
 #: zlib at :data:`LEVEL`: always there.
-ZLIB = Engine("zlib", zlib.compressobj, LEVEL, zlib.crc32, zlib.decompressobj, zlib.error)
+ZLIB = Engine("zlib", zlib.compressobj, LEVEL, zlib.crc32)
 
 
 def engines() -> list[Engine]:
@@ -63,13 +61,11 @@ def engines() -> list[Engine]:
     except ImportError:
         return [ZLIB]
     # ISA-L's levels run 0-3; its level 1 compresses about as well as zlib's 1.
-    error = cast("type[Exception]", isal_zlib.error)  # a class; its stub says an instance
-    return [Engine("isal", isal_zlib.compressobj, 1, isal_zlib.crc32, isal_zlib.decompressobj, error), ZLIB]
+    return [Engine("isal", isal_zlib.compressobj, 1, isal_zlib.crc32), ZLIB]
 
 
 def engine() -> Engine:
-    """The engine ``adopt -o`` deflates and ``migrate`` inflates with: ISA-L where installed,
-    else zlib."""
+    """The engine ``adopt -o`` deflates with: ISA-L where installed, else zlib."""
     return engines()[0]
 
 Owner = TypeVar("Owner")

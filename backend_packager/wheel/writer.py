@@ -10,8 +10,9 @@ output unchanged (no re-deflate) and inflated into an :class:`ArtifactSink` that
 checks its CRC and declared size, and scans it if it is ELF. Because every payload offset
 is known before copying starts (local headers have a fixed size: no extra field, no data
 descriptor), members can be copied by several threads at once with ``pread``/``pwrite``;
-inflate (:mod:`.deflate`'s engine), hashlib and the file calls release the GIL, so ``jobs=2``
-uses two cores.
+zlib, hashlib and the file calls release the GIL, so ``jobs=2`` uses two cores. The inflater
+is zlib's even where ISA-L is installed: it is what installers use, and ISA-L accepts some
+streams zlib refuses (:mod:`.deflate`).
 
 ``.dist-info`` comes after the payload, sorted by name with the new files among the kept
 ones, and RECORD last. The kept ``.dist-info`` files are hashed in :meth:`copy_payload`
@@ -37,7 +38,6 @@ from triton_backend_runtime.manifest import Artifact, is_installer_file
 from ..base import ElfError, WheelError, checkpoint, worker_pool
 from ..formats import records, zipformat
 from ..scanning import CHUNK, ArtifactSink, CaptureMiss
-from .deflate import Engine, engine
 from .reader import WITHDRAWN, Member, WheelArchive, WheelContents, bundle_member, manifest_member
 
 __all__ = [
@@ -216,7 +216,6 @@ class _Copier:
         self.src_size = os.fstat(src_fd).st_size
         self.progress = progress
         self._lock = threading.Lock()
-        self._engine = engine()
 
     def copy_all(self, pairs: list[tuple[Member, zipformat.Entry | None]], jobs: int) -> list[Streamed]:
         if jobs <= 1:
@@ -261,7 +260,7 @@ class _Copier:
         """Inflate ``m`` into ``sink``; with ``write_at``, also copy its raw bytes there."""
         pos = self._data_offset(m, where)
         end = pos + m.compress_size
-        inflater = self._engine.decompressobj(-15) if m.method == zipformat.DEFLATED else None
+        inflater = zlib.decompressobj(-15) if m.method == zipformat.DEFLATED else None
         crc = 0
         while pos < end:
             checkpoint()
@@ -269,7 +268,7 @@ class _Copier:
             if not raw:
                 raise WheelError("truncated", where, "member data ends before its declared size (truncated wheel)")
             pos += len(raw)
-            crc = self._inflate(inflater, raw, sink, crc, m, where, self._engine)
+            crc = self._inflate(inflater, raw, sink, crc, m, where)
             if write_at is None:
                 continue
             os.pwrite(self.out_fd, raw, write_at)
@@ -284,7 +283,7 @@ class _Copier:
 
     @staticmethod
     def _inflate(inflater: Any, raw: bytes, sink: ArtifactSink, crc: int, m: Member,
-                 where: str, using: Engine) -> int:
+                 where: str) -> int:
         """Feed ``raw`` through; each step yields at most INFLATE_STEP bytes. zlib may hold
         output after taking all its input (a run of zeros inflates ~1000:1), so the loop
         ends only when a step leaves no input and fills less than a whole step."""
@@ -292,11 +291,11 @@ class _Copier:
         while True:
             try:
                 data = inflater.decompress(pending, INFLATE_STEP) if inflater else pending
-            except using.error as exc:
+            except zlib.error as exc:
                 raise WheelError("corrupt", where, f"cannot inflate member: {exc}") from None
             if sink.size + len(data) > m.file_size:
                 raise WheelError("zip-bomb", where, f"inflates past its declared size of {m.file_size} bytes")
-            crc = using.crc32(data, crc)
+            crc = zlib.crc32(data, crc)
             sink.update(data)
             pending = inflater.unconsumed_tail if inflater else b""
             if not pending and len(data) < INFLATE_STEP:

@@ -164,6 +164,12 @@ def _record_text(text: str) -> Callable[[], bytes]:
 
 
 _BAD_DEFLATE = b"\xff\xff\xff\xff" * 4
+#: A raw deflate stream that zlib (and so pip) refuses ("invalid literal/lengths set": an
+#: incomplete Huffman code) and ISA-L inflates to nothing: a mutated zlib stream that
+#: differential fuzzing of the two inflaters found. Stored as the body of an empty member, it
+#: is refused only by an inflater as strict as the installer's.
+LENIENT_DEFLATE = bytes.fromhex("adc2893f130a0000605a3ae48ccccd9a30cdca31e49ca33fb0396631349b37e7422515e5c87d8c2c39cad6"
+                                "438eada427cc32229e4a981c25")
 
 CASES: tuple[Case, ...] = (
     Case("valid", None, _case()),
@@ -182,6 +188,8 @@ CASES: tuple[Case, ...] = (
     Case("encrypted-member", "wheel.encrypted", _case(_with(0, flags=1))),
     Case("unknown-method", "wheel.compression", _case(_with(0, method=99, local_method=99))),
     Case("corrupt-deflate-payload", "wheel.corrupt", _case(_with(0, body=_BAD_DEFLATE))),
+    Case("deflate-only-isal-accepts", "wheel.corrupt", _case(
+        lambda ms: [*ms, Member("demo/empty.py", b"", body=LENIENT_DEFLATE)])),
     Case("corrupt-deflate-metadata", "wheel.member", _case(_dist_member("METADATA", body=_BAD_DEFLATE))),
     Case("non-utf8-entry-points", "wheel.malformed", _case(
         lambda ms: [*ms, Member("demo-1.0.dist-info/entry_points.txt", b"[triton.backends]\nx = \xff\xfe\n")])),

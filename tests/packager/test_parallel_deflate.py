@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from helpers import zipgen
 from triton_backend_runtime.site import identity
 
 from backend_packager.base import InstalledError, WheelError
@@ -79,6 +80,16 @@ def test_priming_with_the_window_before_makes_the_stream_smaller(using: Engine) 
     unprimed = b"".join(deflate_chunk(data[at:at + CHUNK], b"", at + CHUNK >= len(data), using)
                         for at in range(0, len(data), CHUNK))
     assert len(_deflated(data, using)) < len(unprimed) - len(repeated) // 2
+
+
+def test_isal_inflates_a_stream_zlib_refuses() -> None:
+    """Why only deflating uses ISA-L: its inflater accepts what zlib, the installer's, refuses
+    (zipgen's ``deflate-only-isal-accepts`` case, which migrate must refuse as wheel.corrupt)."""
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    with pytest.raises(zlib.error, match="invalid literal/lengths set"):
+        zlib.decompressobj(-15).decompress(zipgen.LENIENT_DEFLATE)
+    inflater = isal_zlib.decompressobj(-15)
+    assert inflater.decompress(zipgen.LENIENT_DEFLATE) == b"" and inflater.eof and not inflater.unused_data
 
 
 def test_the_preferred_engine_is_isal_where_installed() -> None:
