@@ -13,10 +13,12 @@ The engine is ISA-L's deflate (the ``isal`` package, the ``fast`` extra) where i
 installed, zlib otherwise. At their fastest levels they compress libtriton.so alike (within
 4 %), and ISA-L does it about four times as fast; deflate is all that ``adopt -o`` adds to
 ``adopt``. The bytes differ between engines, so a byte-identical rebuild needs the same one:
-:func:`engine` names it, and ``adopt -o --json`` reports it. Inflating stays zlib's everywhere (the
-writer that migrates a wheel, the readers): ISA-L's inflater accepts streams that zlib, and
-so pip, refuses (a Huffman table zlib calls "invalid literal/lengths set" inflates to nothing
-there), and a member must be judged as the installer will read it.
+:func:`engine` names it, and ``adopt -o --json`` reports it.
+
+Inflating stays zlib's everywhere (the writer that migrates a wheel, the readers): ISA-L's
+inflater accepts streams that zlib, and so pip, refuses (a Huffman table zlib calls "invalid
+literal/lengths set" inflates to nothing there), and a member must be judged as the
+installer will read it.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def engines() -> list[Engine]:
 def engine() -> Engine:
     """The engine ``adopt -o`` deflates with: ISA-L where installed, else zlib."""
     return engines()[0]
+
 
 Owner = TypeVar("Owner")
 
