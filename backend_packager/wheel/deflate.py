@@ -74,7 +74,7 @@ def engine() -> Engine:
 Owner = TypeVar("Owner")
 
 
-def deflate_chunk(chunk: bytes, history: bytes, last: bool, using: Engine = ZLIB) -> bytes:
+def deflate_chunk(chunk: bytes, history: bytes, last: bool, using: Engine) -> bytes:
     """Raw deflate of one chunk, primed with ``history`` (at most :data:`WINDOW` bytes; empty
     for a stream's first chunk), ended by a sync flush, or by the final block when ``last``."""
     compressor = (using.compressobj(using.level, zlib.DEFLATED, -15, zdict=history[-WINDOW:]) if history
@@ -88,7 +88,7 @@ class ChunkDeflater(Generic[Owner]):
     bounded by ``depth`` chunks whatever the file sizes. Each chunk carries its ``owner`` (the
     member it belongs to) back out with its piece."""
 
-    def __init__(self, pool: Executor, depth: int, using: Engine = ZLIB) -> None:
+    def __init__(self, pool: Executor, depth: int, using: Engine) -> None:
         self._pool = pool
         self._depth = max(1, depth)
         self._using = using

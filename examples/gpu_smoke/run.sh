@@ -32,7 +32,9 @@ export PYTHONPATH=$WORK/tools
 python3 -c "import cryptography" 2>/dev/null || install "$WHEELS"/deps/{cryptography,cffi,pycparser}-*.whl
 python3 -c "import packaging" 2>/dev/null || install "$WHEELS"/deps/packaging-*.whl
 python3 -c "import cyclonedx" 2>/dev/null || install "$WHEELS"/deps/{cyclonedx_python_lib,license_expression,boolean_py,packageurl_python,py_serializable,defusedxml,sortedcontainers,typing_extensions}-*.whl
-python3 -c "import isal" 2>/dev/null || ! compgen -G "$WHEELS/deps/isal-*.whl" >/dev/null || install "$WHEELS"/deps/isal-*.whl
+if ! python3 -c "import isal" 2>/dev/null && compgen -G "$WHEELS/deps/isal-*.whl" >/dev/null; then
+    install "$WHEELS"/deps/isal-*.whl  # optional: adopt -o deflates with zlib without it
+fi
 run() { echo; echo "\$ $*"; "$@"; echo "(exit $?)"; }
 flip() { python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(4096); b=f.read(1); f.seek(4096); f.write(bytes([b[0]^1]))" "$1"; }
 
